@@ -1,0 +1,67 @@
+"""Fine-tune a small causal LM on generated two-digit additions in GSM8K answer format.
+
+The loss is on the answer only ("#### <sum>" and EOS); training stops after --seconds
+of wall-clock time and the model is saved in Hugging Face format.
+"""
+
+import argparse
+import random
+import time
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+def batch(tok, rng: random.Random, size: int):
+    prompts, answers = [], []
+    for _ in range(size):
+        a, b = rng.randint(0, 99), rng.randint(0, 99)
+        prompts.append(f"What is {a} + {b}?\n")
+        answers.append(f"#### {a + b}")
+    p_ids = tok(prompts, add_special_tokens=True)["input_ids"]
+    a_ids = tok(answers, add_special_tokens=False)["input_ids"]
+    seqs = [p + a + [tok.eos_token_id] for p, a in zip(p_ids, a_ids, strict=False)]
+    width = max(map(len, seqs))
+    ids = torch.full((size, width), tok.pad_token_id)
+    labels = torch.full((size, width), -100)
+    mask = torch.zeros((size, width), dtype=torch.long)
+    for i, (p, s) in enumerate(zip(p_ids, seqs, strict=False)):
+        ids[i, : len(s)] = torch.tensor(s)
+        mask[i, : len(s)] = 1
+        labels[i, len(p) : len(s)] = torch.tensor(s[len(p) :])
+    return ids, mask, labels
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seconds", type=float, required=True)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    args = ap.parse_args()
+
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    tok = AutoTokenizer.from_pretrained(args.base)
+    model = AutoModelForCausalLM.from_pretrained(args.base)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    stop = time.monotonic() + args.seconds
+    step = 0
+    while time.monotonic() < stop:
+        ids, mask, labels = batch(tok, rng, args.batch_size)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+        if step % 200 == 0:
+            print(f"step {step} loss {loss.item():.4f}", flush=True)
+    print(f"trained {step} steps; saving to {args.out}", flush=True)
+    model.save_pretrained(args.out)
+    tok.save_pretrained(args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up this checkout on a fresh Debian/Ubuntu machine with Python 3.11+: a virtualenv
+# in .venv with the harness, the demo's CPU build of torch and the test tools.
+# Safe to run again; it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "setup: $PY is not Python 3.11 or newer (set PYTHON=/path/to/python3.11)" >&2
+    exit 1
+fi
+if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+    else
+        echo "setup: the venv module is missing; install python3-venv (apt-get install python3-venv)" >&2
+        exit 1
+    fi
+fi
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[demo,test]"
+echo "setup: .venv ready ($(.venv/bin/snakemake --version 2>/dev/null | tail -1) snakemake)"

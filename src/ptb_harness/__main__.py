@@ -1,0 +1,5 @@
+import sys
+
+from ptb_harness.cli import main
+
+sys.exit(main())

@@ -1,0 +1,278 @@
+"""The campaign: validated configuration, its cells, and where each cell's files live.
+
+A campaign is the cross product agents x tasks x models x hours x num_gpus x runs.
+Everything here runs before any job starts, so every problem with the configuration
+surfaces as one ``ConfigError`` line that names the key, not as a failed GPU job.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ptb_harness.agents import load_agent
+from ptb_harness.errors import ConfigError
+from ptb_harness.tasks import load_task
+
+#: Names that become path components: agents, tasks, models. No '/', no '..', no
+#: whitespace, not starting with '.' or '-'.
+NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.+=-]*"
+_NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
+#: Hours as they appear in a cell's directory name (canonical decimal, see format_hours).
+HOURS_PATTERN = r"[0-9]+(?:\.[0-9]+)?"
+
+# Keys of a campaign file; everything else (site, paths) comes from profiles.
+CAMPAIGN_KEYS = frozenset(
+    {
+        "agents",
+        "tasks",
+        "models",
+        "hours",
+        "num_gpus",
+        "runs",
+        "agent_config",
+        "solve",
+        "evaluate",
+        "paths",
+    }
+)
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One (agent, task, model, hours, num_gpus, run) combination of a campaign."""
+
+    agent: str
+    task: str
+    model: str
+    hours: str  # canonical decimal string, see format_hours
+    num_gpus: int
+    run: int
+
+    @property
+    def budget_seconds(self) -> float:
+        return float(Decimal(self.hours) * 3600)
+
+    @property
+    def slug(self) -> str:
+        """A single path component naming the cell (for scratch dirs and job names)."""
+        return f"{self.agent}.{self.task}.{self.model}.{self.hours}h-{self.num_gpus}gpu-run{self.run}"
+
+    @property
+    def wildcards(self) -> dict[str, str]:
+        return {
+            "agent": self.agent,
+            "task": self.task,
+            "model": self.model,
+            "hours": self.hours,
+            "num_gpus": str(self.num_gpus),
+            "run": str(self.run),
+        }
+
+    @classmethod
+    def from_wildcards(cls, wildcards: Any) -> Cell:
+        """Build a cell from Snakemake wildcards (or any mapping with the same keys)."""
+        get = wildcards.get if hasattr(wildcards, "get") else lambda k: getattr(wildcards, k)
+        return cls(
+            agent=get("agent"),
+            task=get("task"),
+            model=get("model"),
+            hours=get("hours"),
+            num_gpus=int(get("num_gpus")),
+            run=int(get("run")),
+        )
+
+
+#: Path of a cell's directory below the results dir; the Snakemake rules use the same
+#: pattern with {wildcards}, so there is one definition of the layout.
+CELL_DIR_PATTERN = "cells/{agent}/{task}/{model}/{hours}h-{num_gpus}gpu-run{run}"
+
+
+@dataclass(frozen=True)
+class Model:
+    """A base model: a local directory (``path``) or a Hugging Face repo id (``repo_id``)."""
+
+    name: str
+    path: str | None = None
+    repo_id: str | None = None
+
+    @property
+    def source(self) -> str:
+        return self.path if self.path is not None else str(self.repo_id)
+
+
+def format_hours(value: Any, key: str = "hours") -> str:
+    """Canonical decimal text for a budget in hours: 10 -> '10', 0.50 -> '0.5'.
+
+    Two spellings of one budget must map to one cell directory, and the text must not
+    use exponents (1e-05) so that it matches HOURS_PATTERN.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError(f"{key}: {value!r} is not a number of hours")
+    try:
+        dec = Decimal(str(value))
+    except InvalidOperation:
+        raise ConfigError(f"{key}: {value!r} is not a number of hours") from None
+    if not dec.is_finite() or dec <= 0:
+        raise ConfigError(f"{key}: budget must be a positive number of hours, got {value!r}")
+    text = format(dec.normalize(), "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def check_name(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not _NAME_RE.match(value) or ".." in value:
+        raise ConfigError(
+            f"{key}: {value!r} is not a valid name (letters, digits, '_', '.', '+', '=', '-';"
+            " no '/', '..' or whitespace; must not start with '.' or '-')"
+        )
+    return value
+
+
+def _check_unique(values: list[Any], key: str) -> None:
+    seen: dict[Any, int] = {}
+    for i, v in enumerate(values):
+        if v in seen:
+            raise ConfigError(f"{key}[{i}]: duplicate entry {v!r} (also at {key}[{seen[v]}])")
+        seen[v] = i
+
+
+def _nonempty_list(config: dict[str, Any], key: str) -> list[Any]:
+    values = config.get(key)
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"{key}: must be a non-empty list")
+    return values
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A validated campaign: what to run and where its files live."""
+
+    config: dict[str, Any]
+    workdir: Path
+
+    # -- paths -------------------------------------------------------------------------
+    @property
+    def results_dir(self) -> Path:
+        return (self.workdir / self.config["paths"]["results_dir"]).resolve()
+
+    @property
+    def agents_dir(self) -> Path:
+        return (self.workdir / self.config["paths"]["agents_dir"]).resolve()
+
+    @property
+    def tasks_dir(self) -> Path:
+        return (self.workdir / self.config["paths"]["tasks_dir"]).resolve()
+
+    def cell_dir(self, cell: Cell) -> Path:
+        return self.results_dir / CELL_DIR_PATTERN.format(**cell.wildcards)
+
+    def agent_dir(self, agent: str) -> Path:
+        return self.agents_dir / agent
+
+    def task_dir(self, task: str) -> Path:
+        return self.tasks_dir / task
+
+    # -- contents ------------------------------------------------------------------------
+    @property
+    def models(self) -> dict[str, Model]:
+        return {m["name"]: Model(m["name"], m.get("path"), m.get("repo_id")) for m in self.config["models"]}
+
+    def model_source(self, model: str) -> str:
+        """What MODEL_TO_TRAIN is set to: an absolute local path or a repo id."""
+        m = self.models[model]
+        if m.path is not None:
+            return str((self.workdir / m.path).resolve())
+        return str(m.repo_id)
+
+    def cells(self) -> Iterator[Cell]:
+        c = self.config
+        for agent, task, model, hours, gpus, run in itertools.product(
+            c["agents"],
+            c["tasks"],
+            [m["name"] for m in c["models"]],
+            [format_hours(h) for h in c["hours"]],
+            c["num_gpus"],
+            c["runs"],
+        ):
+            yield Cell(agent, task, model, hours, int(gpus), int(run))
+
+    def agent_config(self, agent: str) -> str:
+        return str(self.config.get("agent_config", {}).get(agent, ""))
+
+
+def check_campaign(config: dict[str, Any], workdir: Path) -> Campaign:
+    """Semantic checks the JSON schema cannot express. Raises ConfigError naming the key."""
+    for key in ("agents", "tasks"):
+        values = _nonempty_list(config, key)
+        for i, v in enumerate(values):
+            check_name(v, f"{key}[{i}]")
+        _check_unique(values, key)
+
+    models = _nonempty_list(config, "models")
+    for i, m in enumerate(models):
+        if not isinstance(m, dict):
+            raise ConfigError(f"models[{i}]: must be a mapping with 'name' and 'path' or 'repo_id'")
+        check_name(m.get("name"), f"models[{i}].name")
+        if ("path" in m) == ("repo_id" in m):
+            raise ConfigError(f"models[{i}]: give exactly one of 'path' (local directory) or 'repo_id'")
+    _check_unique([m["name"] for m in models], "models[].name")
+
+    hours = _nonempty_list(config, "hours")
+    canonical = [format_hours(h, f"hours[{i}]") for i, h in enumerate(hours)]
+    _check_unique(canonical, "hours")
+
+    for key in ("num_gpus", "runs"):
+        values = _nonempty_list(config, key)
+        for i, v in enumerate(values):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError(f"{key}[{i}]: {v!r} is not a non-negative integer")
+        _check_unique(values, key)
+
+    campaign = Campaign(config=config, workdir=Path(workdir))
+    for i, agent in enumerate(config["agents"]):
+        try:
+            load_agent(campaign.agent_dir(agent))
+        except ConfigError as e:
+            raise ConfigError(f"agents[{i}]: {e}") from None
+    for i, task in enumerate(config["tasks"]):
+        try:
+            load_task(campaign.task_dir(task))
+        except ConfigError as e:
+            raise ConfigError(f"tasks[{i}]: {e}") from None
+    for agent in config.get("agent_config", {}):
+        if agent not in config["agents"]:
+            raise ConfigError(f"agent_config.{agent}: not an agent of this campaign")
+    return campaign
+
+
+def load_campaign_file(path: str | Path) -> dict[str, Any]:
+    """Read a campaign file given with ``--config campaign=FILE``.
+
+    A campaign file holds only campaign keys: site knobs belong to profiles, and a
+    campaign file that set them would silently override the site.
+    """
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"campaign: file {p} not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"campaign: {p} is not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"campaign: {p} must hold a mapping of campaign keys")
+    unknown = sorted(set(data) - CAMPAIGN_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"campaign: {p} sets {', '.join(unknown)}, which are not campaign keys"
+            f" (allowed: {', '.join(sorted(CAMPAIGN_KEYS))}; site knobs belong in the profile)"
+        )
+    return data

@@ -1,0 +1,96 @@
+"""Load and validate the campaign configuration: schema first, then semantic checks.
+
+Used by the Snakefile and by every command-line entry, so a campaign is checked the
+same way whether it is planned, run, collected or inspected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ptb_harness.campaign import Campaign, check_campaign, load_campaign_file
+from ptb_harness.errors import ConfigError
+
+#: The schema ships with the workflow, next to config/config.yaml.
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "config.schema.yaml"
+
+
+def _json_path(error: Any) -> str:
+    parts = []
+    for p in error.absolute_path:
+        parts.append(f"[{p}]" if isinstance(p, int) else f".{p}")
+    return "".join(parts).lstrip(".") or "(top level)"
+
+
+def _one_line(error: Any) -> str:
+    """A jsonschema ValidationError as one line naming the key."""
+    key = _json_path(error)
+    if error.validator == "additionalProperties":
+        return f"{key}: {error.message}"
+    return f"{key}: {error.message.splitlines()[0]}"
+
+
+def validate_schema(config: dict[str, Any], schema: Path = SCHEMA_PATH) -> None:
+    """Validate in place against the JSON schema, filling in defaults (snakemake.utils.validate)."""
+    import jsonschema
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    try:
+        validate(config, str(schema), set_default=True)
+    except WorkflowError as e:
+        # the jsonschema error is only kept as the exception's context
+        cause = e.__cause__ or e.__context__
+        if not isinstance(cause, jsonschema.ValidationError):
+            cause = None
+        if cause is None:
+            raise ConfigError(str(e).splitlines()[0]) from None
+        raise ConfigError(_one_line(cause)) from None
+
+
+def merge_campaign_file(config: dict[str, Any]) -> None:
+    """Replace campaign keys with those of ``config['campaign']`` when one is named."""
+    path = config.get("campaign")
+    if path:
+        config.update(load_campaign_file(path))
+
+
+def load_config(config: dict[str, Any], workdir: str | Path = ".", schema: Path = SCHEMA_PATH) -> Campaign:
+    """The whole check, in order. Mutates ``config`` (defaults filled in) and returns the campaign."""
+    merge_campaign_file(config)
+    validate_schema(config, schema)
+    return check_campaign(config, Path(workdir).resolve())
+
+
+def _read_yaml(path: Path, what: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"{what}: {path} not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{what}: {path} is not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what}: {path} must hold a mapping")
+    return data
+
+
+def load_config_files(
+    workdir: str | Path = ".", profile: str | Path | None = None, campaign: str | None = None
+) -> Campaign:
+    """Load a campaign the way Snakemake does, for commands that run outside it.
+
+    Order (later wins): <workdir>/config/config.yaml, the profile's site.yaml, then the
+    campaign file, exactly as with `snakemake --profile P --config campaign=FILE`.
+    """
+    workdir = Path(workdir).resolve()
+    config = _read_yaml(workdir / "config" / "config.yaml", "config")
+    if profile is not None:
+        site_file = Path(profile) / "site.yaml"
+        if site_file.exists():
+            config.update(_read_yaml(site_file, "profile"))
+    if campaign:
+        config["campaign"] = campaign
+    return load_config(config, workdir)

@@ -1,0 +1,1 @@
+"""The demo campaign's local pieces (needs the `demo` extra: torch, transformers)."""

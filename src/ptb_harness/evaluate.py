@@ -1,0 +1,158 @@
+"""The evaluate stage of one cell: the task's evaluate.py under a retry ladder.
+
+Each attempt writes to a private temp file in the cell dir; the harness checks it (a
+JSON object with a numeric ``accuracy`` in [0, 1]) and only then renames it to
+metrics.json. So metrics.json is complete and valid or absent, whatever evaluate.py does
+and whenever it is killed. Every attempt's log is kept under ``evaluate/<start>/``, and
+``evaluate.json`` (not a Snakemake output, so it survives a failed job) says what each
+attempt did.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ptb_harness.campaign import Campaign, Cell
+from ptb_harness.errors import HarnessError
+from ptb_harness.procs import iso_utc, run_budgeted, utc_stamp
+from ptb_harness.records import atomic_write_bytes, atomic_write_json, read_json
+from ptb_harness.solve import describe
+from ptb_harness.tasks import TaskSpec, load_task
+
+log = logging.getLogger("ptb_harness.evaluate")
+
+_HOST_VARS = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+
+
+def check_metrics(data: bytes) -> tuple[dict[str, Any] | None, str]:
+    """(metrics, '') when data is a valid metrics.json, else (None, why not)."""
+    import json
+
+    try:
+        obj = json.loads(data)
+    except ValueError as e:
+        return None, f"not valid JSON ({e.msg} at byte {e.pos})"
+    if not isinstance(obj, dict):
+        return None, "not a JSON object"
+    acc = obj.get("accuracy")
+    if isinstance(acc, bool) or not isinstance(acc, (int, float)):
+        return None, "no numeric 'accuracy'"
+    if not math.isfinite(acc) or not 0.0 <= acc <= 1.0:
+        return None, f"'accuracy' {acc!r} is outside [0, 1]"
+    return obj, ""
+
+
+def evaluate_argv(task: TaskSpec, eval_py: Path, model: Path, out: Path, max_tokens: int | None) -> list[str]:
+    argv = [sys.executable, str(eval_py), "--model-path", str(model), "--json-output-file", str(out)]
+    argv += task.extra_args
+    if max_tokens is not None:
+        argv += [task.token_flag, str(max_tokens)]
+    return argv
+
+
+def _scorer_env(host_env: Mapping[str, str], home: Path, task: TaskSpec) -> dict[str, str]:
+    env = {k: host_env[k] for k in _HOST_VARS if k in host_env}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
+    env.setdefault("LANG", "C.UTF-8")
+    env.update(HOME=str(home), TMPDIR=str(home), PYTHONNOUSERSITE="1")
+    for name in task.required_api_keys:
+        if name in host_env:
+            env[name] = host_env[name]
+    return env
+
+
+def run_evaluate(
+    campaign: Campaign,
+    cell: Cell,
+    *,
+    solve_json: Path,
+    final_model: Path,
+    metrics_json: Path,
+    host_env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Score the cell's final model. Raises HarnessError when no attempt gave valid metrics."""
+    host_env = dict(os.environ if host_env is None else host_env)
+    metrics_json = metrics_json.resolve()
+    cell_dir = metrics_json.parent
+    record_path = cell_dir / "evaluate.json"
+    started = time.time()
+    record: dict[str, Any] = {"cell": cell.wildcards, "started_at": iso_utc(started), "attempts": []}
+
+    solve = read_json(solve_json)
+    if not isinstance(solve, dict):
+        raise HarnessError(f"{solve_json}: missing or not valid JSON; rerun the solve")
+    if not solve.get("final_model_files"):
+        record.update(status="no_model", reason=f"agent {solve.get('description', '?')} and left no final model")
+        atomic_write_json(record_path, record)
+        raise HarnessError(f"nothing to score: {record['reason']}")
+
+    task = load_task(campaign.task_dir(cell.task))
+    plan = task.attempt_plan()
+    timeout_min = task.attempt_timeout_minutes or campaign.config["evaluate"]["attempt_timeout_minutes"]
+    site = campaign.config["site"]
+    tmp_root = Path(site["tmp_root"] or tempfile.gettempdir())
+    attempts_dir = cell_dir / "evaluate" / utc_stamp(started).replace(":", "")
+    attempts_dir.mkdir(parents=True, exist_ok=True)
+    # The scorer runs in a scratch copy of the task: evaluate.py may write next to itself,
+    # and a task file replaced in the checkout meanwhile cannot change a running attempt.
+    work = Path(tempfile.mkdtemp(prefix=f"ptb-eval-{cell.slug}-", dir=tmp_root))
+    try:
+        shutil.copytree(task.dir, work / "task", symlinks=False)
+        (work / "home").mkdir()
+        env = _scorer_env(host_env, work / "home", task)
+        for k, cap in enumerate(plan, 1):
+            out = cell_dir / f".metrics.attempt-{k}.json"
+            out.unlink(missing_ok=True)
+            argv = evaluate_argv(task, work / "task" / "evaluate.py", final_model.resolve(), out, cap)
+            attempt_log = attempts_dir / f"attempt-{k}.log"
+            log.info("attempt %d/%d (max_tokens=%s)", k, len(plan), cap)
+            result = run_budgeted(
+                argv,
+                env=env,
+                cwd=work / "task",
+                output=attempt_log,
+                budget_s=timeout_min * 60,
+                kill_grace_s=30,
+                output_mode=0o644,
+            )
+            data = out.read_bytes() if out.is_file() else None
+            out.unlink(missing_ok=True)
+            metrics, why = check_metrics(data) if data is not None else (None, "wrote no metrics file")
+            entry = {
+                "attempt": k,
+                "max_tokens": cap,
+                "process": describe(result),
+                "exit_code": result.exit_code,
+                "duration_s": round(result.duration_s, 3),
+                "log": str(attempt_log.relative_to(cell_dir)),
+                "ok": metrics is not None,
+                "problem": why or None,
+            }
+            record["attempts"].append(entry)
+            if metrics is not None:
+                atomic_write_bytes(metrics_json, data)
+                record.update(status="scored", accuracy=metrics["accuracy"], ended_at=iso_utc(time.time()))
+                atomic_write_json(record_path, record)
+                log.info("attempt %d scored accuracy=%s", k, metrics["accuracy"])
+                return record
+            log.warning("attempt %d failed: evaluate.py %s, %s", k, entry["process"], why)
+            atomic_write_json(record_path, {**record, "status": "running"})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    last = record["attempts"][-1]
+    record.update(
+        status="failed",
+        reason=f"no valid metrics after {len(plan)} attempts; last: evaluate.py {last['process']}, {last['problem']}",
+        ended_at=iso_utc(time.time()),
+    )
+    atomic_write_json(record_path, record)
+    raise HarnessError(record["reason"])

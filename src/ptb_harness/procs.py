@@ -1,0 +1,257 @@
+"""Run a child process under a wall-clock budget, and only ever signal what we started.
+
+The child gets its own session (process group), so TERM/KILL on timeout reaches the
+agent and everything it started, and nothing else. The calling process becomes a child
+subreaper (Linux), so a daemon the agent double-forks out of its group is re-parented to
+us and is stopped too when the cell ends, instead of holding the GPU or the output pipe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+Status = Literal["exited", "timeout", "signal"]
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """How a budgeted process ended.
+
+    status: ``exited`` (ran to completion; ``exit_code`` is its real code), ``signal``
+    (killed by a signal we did not send; ``signal`` says which) or ``timeout`` (we
+    stopped it at the budget; ``signal`` is the one that finally ended it).
+    """
+
+    status: Status
+    exit_code: int | None
+    signal: int | None
+    started_at: float
+    ended_at: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.ended_at - self.started_at
+
+
+def utc_stamp(t: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if t is None else t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def iso_utc(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants re-parent to this process (Linux only)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def pump_timestamped(src: BinaryIO, dst: BinaryIO) -> int:
+    """Copy src to dst, prefixing every line with ``[YYYY-MM-DDTHH:MM:SSZ] `` (UTC).
+
+    Works on bytes, so binary output and invalid UTF-8 pass through untouched; a line
+    split across reads gets one prefix; each read is flushed so a crash loses nothing.
+    Returns the number of bytes read.
+    """
+    at_line_start = True
+    total = 0
+    read = getattr(src, "read1", src.read)
+    while True:
+        chunk = read(65536)
+        if not chunk:
+            break
+        total += len(chunk)
+        stamp = f"[{utc_stamp()}] ".encode()
+        out = bytearray()
+        lines = chunk.split(b"\n")
+        for i, part in enumerate(lines):
+            last = i == len(lines) - 1
+            if last and not part:
+                break
+            if at_line_start:
+                out += stamp
+            out += part
+            if last:
+                at_line_start = False
+            else:
+                out += b"\n"
+                at_line_start = True
+        dst.write(out)
+        dst.flush()
+    return total
+
+
+def _children_of(pid: int) -> list[int]:
+    """PIDs whose parent is ``pid`` (from /proc; empty where /proc is absent)."""
+    kids = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return kids
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # the command name (field 2) may hold spaces and ')': parse after the last ')'
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == pid:
+            kids.append(int(name))
+    return kids
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    return _signal_group(pgid, 0)
+
+
+def stop_leftovers(pgid: int, grace_s: float, exclude: Sequence[int] = ()) -> list[int]:
+    """Stop what the finished child left behind: its process group, then orphans
+    re-parented to us. Only processes descended from our child can be in either set.
+
+    Returns the PIDs that were signalled.
+    """
+    signalled: list[int] = []
+    if _group_alive(pgid):
+        _signal_group(pgid, signal.SIGTERM)
+        signalled.append(-pgid)
+        deadline = time.monotonic() + grace_s
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _group_alive(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+    me = os.getpid()
+    for _ in range(50):  # orphans may fork while we kill: repeat until none is left
+        orphans = [p for p in _children_of(me) if p not in exclude]
+        if not orphans:
+            break
+        for p in orphans:
+            try:
+                os.kill(p, signal.SIGKILL)
+                signalled.append(p)
+            except ProcessLookupError:
+                pass
+        for p in orphans:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(p, 0)
+    return signalled
+
+
+class _Terminated(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"received signal {signum}")
+        self.signum = signum
+
+
+def run_budgeted(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | Path,
+    output: str | Path,
+    budget_s: float,
+    kill_grace_s: float,
+    timestamps: bool = True,
+    output_mode: int = 0o600,
+) -> ProcessResult:
+    """Run argv with stdout+stderr merged into ``output`` (created with output_mode).
+
+    At ``budget_s`` the child's process group gets SIGTERM, and SIGKILL after
+    ``kill_grace_s``. If this process receives SIGTERM/SIGINT/SIGHUP meanwhile (the
+    workflow manager is stopping the job), the child's group is stopped the same way and
+    the signal is re-raised as SystemExit after the child is gone.
+    """
+    become_subreaper()
+    output = Path(output)
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, output_mode)
+    out_f = os.fdopen(fd, "wb")
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        raise _Terminated(signum)
+
+    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    started = time.time()
+    proc = subprocess.Popen(
+        list(argv),
+        env=dict(env),
+        cwd=str(cwd),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if timestamps else out_f,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    pgid = proc.pid  # start_new_session: the child leads its own group
+    pump = None
+    if timestamps:
+        assert proc.stdout is not None
+        pump = threading.Thread(target=pump_timestamped, args=(proc.stdout, out_f), daemon=True)
+        pump.start()
+
+    timed_out = False
+    final_signal: int | None = None
+    interrupted: _Terminated | None = None
+    try:
+        try:
+            proc.wait(timeout=budget_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _signal_group(pgid, signal.SIGTERM)
+            final_signal = signal.SIGTERM
+            try:
+                proc.wait(timeout=kill_grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(pgid, signal.SIGKILL)
+                final_signal = signal.SIGKILL
+                proc.wait()
+    except _Terminated as e:
+        interrupted = e
+        _signal_group(pgid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=kill_grace_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(pgid, signal.SIGKILL)
+            proc.wait()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        ended = time.time()
+        stop_leftovers(pgid, grace_s=min(kill_grace_s, 5.0))
+        if pump is not None:
+            pump.join(timeout=30)
+        out_f.close()
+
+    if interrupted is not None:
+        raise SystemExit(128 + interrupted.signum)
+    rc = proc.returncode
+    if timed_out:
+        return ProcessResult("timeout", None, final_signal, started, ended)
+    if rc < 0:
+        return ProcessResult("signal", None, -rc, started, ended)
+    return ProcessResult("exited", rc, None, started, ended)

@@ -1,0 +1,49 @@
+"""Records on disk: atomic writes and tolerant reads.
+
+Every file the harness writes for a user is written to a temporary file in the same
+directory, flushed, fsynced and renamed over the target, so a reader (or a crash) never
+sees half a record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode)
+
+
+def atomic_write_json(path: str | Path, obj: Any, mode: int = 0o644) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n", mode)
+
+
+def read_json(path: str | Path) -> Any | None:
+    """The parsed JSON of a file, or None if it is missing or not valid JSON."""
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except (FileNotFoundError, NotADirectoryError, ValueError):
+        return None

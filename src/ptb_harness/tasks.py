@@ -1,0 +1,109 @@
+"""A task directory, read and checked: evaluate.py, benchmark.txt, info.json (with the retry ladder)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ptb_harness.agents import check_env_names
+from ptb_harness.errors import ConfigError
+
+#: Upstream's ladder: 4 attempts at the task's defaults, then 3 and 2 at reduced token
+#: caps. A task without an ``evaluate.ladder`` gets the first stage only.
+DEFAULT_LADDER = ({"attempts": 4, "max_tokens": None},)
+
+
+@dataclass(frozen=True)
+class LadderStage:
+    attempts: int
+    max_tokens: int | None
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    dir: Path
+    benchmark: str
+    required_api_keys: tuple[str, ...]
+    ladder: tuple[LadderStage, ...]
+    #: The flag that caps generation length: --max-tokens or --max-new-tokens.
+    token_flag: str
+    #: Extra arguments for every evaluate.py call (e.g. ["--limit", "-1"]).
+    extra_args: tuple[str, ...]
+    attempt_timeout_minutes: float | None
+
+    @property
+    def evaluate_py(self) -> Path:
+        return self.dir / "evaluate.py"
+
+    def attempt_plan(self) -> list[int | None]:
+        """The token cap of every attempt, in order (None = the task's default)."""
+        return [s.max_tokens for s in self.ladder for _ in range(s.attempts)]
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _ladder(raw: Any, where: str) -> tuple[LadderStage, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{where}: must be a non-empty list of {{attempts, max_tokens}} stages")
+    stages = []
+    for i, st in enumerate(raw):
+        if not isinstance(st, dict) or set(st) - {"attempts", "max_tokens"}:
+            raise ConfigError(f'{where}[{i}]: a stage is {{"attempts": N, "max_tokens": N or null}}')
+        if not _positive_int(st.get("attempts")):
+            raise ConfigError(f"{where}[{i}].attempts: must be a positive integer")
+        cap = st.get("max_tokens")
+        if cap is not None and not _positive_int(cap):
+            raise ConfigError(f"{where}[{i}].max_tokens: must be a positive integer or null")
+        stages.append(LadderStage(st["attempts"], cap))
+    return tuple(stages)
+
+
+def load_task(task_dir: Path) -> TaskSpec:
+    """Read a task directory; raises ConfigError naming the file or key that is wrong."""
+    task_dir = Path(task_dir)
+    if not task_dir.is_dir():
+        raise ConfigError(f"task directory {task_dir} not found")
+    if not (task_dir / "evaluate.py").is_file():
+        raise ConfigError(f"{task_dir / 'evaluate.py'} not found (every task needs an evaluate.py)")
+    info_path = task_dir / "info.json"
+    info: dict[str, Any] = {}
+    if info_path.exists():
+        try:
+            info = json.loads(info_path.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise ConfigError(f"{info_path}: not valid JSON ({e})") from None
+        if not isinstance(info, dict):
+            raise ConfigError(f"{info_path}: must hold a JSON object")
+    where = f"{info_path}: evaluate"
+    ev = info.get("evaluate", {})
+    if not isinstance(ev, dict):
+        raise ConfigError(f"{where}: must be an object")
+    unknown = set(ev) - {"ladder", "token_flag", "extra_args", "attempt_timeout_minutes"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    token_flag = ev.get("token_flag", "--max-tokens")
+    if token_flag not in ("--max-tokens", "--max-new-tokens"):
+        raise ConfigError(f"{where}.token_flag: must be --max-tokens or --max-new-tokens")
+    extra = ev.get("extra_args", [])
+    if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
+        raise ConfigError(f"{where}.extra_args: must be a list of strings")
+    timeout = ev.get("attempt_timeout_minutes")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ConfigError(f"{where}.attempt_timeout_minutes: must be a positive number")
+    bench_file = task_dir / "benchmark.txt"
+    benchmark = bench_file.read_text(encoding="utf-8").strip() if bench_file.exists() else task_dir.name
+    return TaskSpec(
+        name=task_dir.name,
+        dir=task_dir,
+        benchmark=benchmark,
+        required_api_keys=tuple(check_env_names(info.get("required_api_keys", []), f"{info_path}: required_api_keys")),
+        ladder=_ladder(ev.get("ladder", list(DEFAULT_LADDER)), f"{where}.ladder"),
+        token_flag=token_flag,
+        extra_args=tuple(extra),
+        attempt_timeout_minutes=timeout,
+    )

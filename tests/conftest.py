@@ -1,0 +1,139 @@
+"""Shared helpers: a campaign working directory with fast fake agents and tasks, and a
+way to run the real workflow on it with the real Snakemake (in a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Agents that finish in well under a second; each leaves what its name says.
+FAKE_AGENTS = {
+    "exit0": """
+        mkdir -p final_model && echo '{"score": 0.75}' > final_model/config.json
+        echo "agent done"
+    """,
+    "exit3": """
+        echo "giving up"; exit 3
+    """,
+    "selfkill": """
+        mkdir -p final_model && echo x > final_model/weights.bin
+        kill -KILL $$
+    """,
+    "overrun": """
+        trap 'echo "TERM ignored"' TERM
+        mkdir -p final_model && echo x > final_model/weights.bin
+        while true; do sleep 0.1; done
+    """,
+}
+
+# A scorer that reads the score the fake agent left, and one that never writes metrics.
+FAKE_EVALUATE = """
+    import argparse, json, pathlib, sys
+    print("argv:", " ".join(sys.argv[1:]))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model-path"); ap.add_argument("--json-output-file")
+    ap.add_argument("--max-tokens", type=int)
+    a = ap.parse_args()
+    cfg = pathlib.Path(a.model_path, "config.json")
+    score = json.loads(cfg.read_text()).get("score", 0.5) if cfg.exists() else 0.5
+    pathlib.Path(a.json_output_file).write_text(json.dumps({"accuracy": score, "stderr": 0.01}))
+"""
+BROKEN_EVALUATE = """
+    import sys
+    print("argv:", " ".join(sys.argv[1:]))
+    sys.exit("scorer crashed")
+"""
+BROKEN_LADDER = {
+    "evaluate": {
+        "ladder": [
+            {"attempts": 2, "max_tokens": None},
+            {"attempts": 1, "max_tokens": 100},
+            {"attempts": 1, "max_tokens": 50},
+        ]
+    }
+}
+
+
+def write_agent(root: Path, name: str, body: str) -> None:
+    d = root / "agents" / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "solve.sh").write_text("#!/usr/bin/env bash\n" + textwrap.dedent(body))
+
+
+def write_task(root: Path, name: str, evaluate: str, info: dict | None = None) -> None:
+    d = root / "tasks" / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "evaluate.py").write_text(textwrap.dedent(evaluate))
+    (d / "benchmark.txt").write_text(f"{name} benchmark\n")
+    if info is not None:
+        (d / "info.json").write_text(json.dumps(info))
+
+
+def campaign_config(**overrides) -> dict:
+    config = {
+        "agents": ["exit0"],
+        "tasks": ["fake"],
+        "models": [{"name": "m1", "path": "models/m1"}],
+        "hours": [0.0005],
+        "num_gpus": [0],
+        "runs": [1],
+        "solve": {"timeout_margin_minutes": 0, "kill_grace_seconds": 1},
+    }
+    config.update(overrides)
+    return config
+
+
+def make_workdir(root: Path, config: dict | None = None) -> Path:
+    """A campaign working dir: config/config.yaml, fake agents and tasks, a fake model."""
+    for name, body in FAKE_AGENTS.items():
+        write_agent(root, name, body)
+    write_task(root, "fake", FAKE_EVALUATE)
+    write_task(root, "broken", BROKEN_EVALUATE, BROKEN_LADDER)
+    for m in ("m1", "m2"):
+        (root / "models" / m).mkdir(parents=True, exist_ok=True)
+        (root / "models" / m / "config.json").write_text("{}")
+    write_config(root, config or campaign_config())
+    return root
+
+
+def write_config(root: Path, config: dict) -> None:
+    (root / "config").mkdir(exist_ok=True)
+    (root / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+
+
+def snakemake(
+    workdir: Path, *args: str, timeout: float = 300, profile: str = "local", profile_dir: Path | None = None
+) -> subprocess.CompletedProcess:
+    """Run the real workflow on workdir with the repo's profile; returns the finished process."""
+    env = {**os.environ, "CONDOR_CONFIG": os.devnull, "PYTHONUNBUFFERED": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(profile_dir or REPO / "profiles" / profile),
+        *args,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir)
+
+
+def cell_dir(workdir: Path, agent: str, task: str = "fake", model: str = "m1", hours: str = "0.0005") -> Path:
+    return workdir / "results" / "cells" / agent / task / model / f"{hours}h-0gpu-run1"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return make_workdir(tmp_path / "campaign")

@@ -1,0 +1,98 @@
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ptb_harness.procs import pump_timestamped, run_budgeted
+
+STAMP = rb"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] "
+
+
+class ChunkedReader(io.RawIOBase):
+    """Delivers data in the given chunks, as a pipe does."""
+
+    def __init__(self, chunks):
+        self.chunks = list(chunks)
+
+    def read1(self, n=-1):
+        return self.chunks.pop(0) if self.chunks else b""
+
+
+def test_every_line_gets_one_prefix_even_when_split_across_reads():
+    out = io.BytesIO()
+    pump_timestamped(ChunkedReader([b"hel", b"lo\nwor", b"ld\n\n", b"\xff\xfe binary\r\nlast"]), out)
+    lines = out.getvalue().split(b"\n")
+    assert len(lines) == 5
+    for line, body in zip(lines, [b"hello", b"world", b"", b"\xff\xfe binary\r", b"last"], strict=False):
+        assert re.fullmatch(STAMP + re.escape(body), line), line
+
+
+def run(tmp_path: Path, script: str, budget: float = 10, grace: float = 1):
+    out = tmp_path / "out.txt"
+    res = run_budgeted(
+        ["bash", "-c", script],
+        env={"PATH": os.environ["PATH"]},
+        cwd=tmp_path,
+        output=out,
+        budget_s=budget,
+        kill_grace_s=grace,
+    )
+    return res, out.read_text()
+
+
+def test_real_exit_code_and_output(tmp_path):
+    res, out = run(tmp_path, "echo hi; echo err >&2; exit 7")
+    assert (res.status, res.exit_code, res.signal) == ("exited", 7, None)
+    assert re.search(r"\] hi\n", out) and re.search(r"\] err\n", out)
+    assert oct((tmp_path / "out.txt").stat().st_mode & 0o777) == "0o600"
+
+
+def test_killed_by_a_signal(tmp_path):
+    res, _ = run(tmp_path, "kill -SEGV $$")
+    assert (res.status, res.exit_code, res.signal) == ("signal", None, signal.SIGSEGV)
+
+
+def test_timeout_term_is_enough_for_a_polite_child(tmp_path):
+    res, _ = run(tmp_path, "sleep 30", budget=0.5, grace=5)
+    assert (res.status, res.signal) == ("timeout", signal.SIGTERM)
+    assert res.duration_s < 5
+
+
+def test_timeout_kill_for_a_child_that_ignores_term(tmp_path):
+    res, out = run(tmp_path, "trap 'echo ignored' TERM; while true; do sleep 0.05; done", budget=0.5, grace=0.5)
+    assert (res.status, res.signal) == ("timeout", signal.SIGKILL)
+    assert "ignored" in out
+    assert res.duration_s < 5
+
+
+def test_daemons_the_child_left_behind_are_stopped(tmp_path):
+    pidfile = tmp_path / "daemon.pid"
+    # a double-forked daemon in its own session: outside the child's process group
+    res, _ = run(tmp_path, f"setsid bash -c 'echo $$ > {pidfile}; exec sleep 300' > /dev/null 2>&1 & sleep 0.3; exit 0")
+    assert res.exit_code == 0
+    pid = int(pidfile.read_text())
+    deadline = time.time() + 5
+    while time.time() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists(), "the agent's daemon survived the cell"
+
+
+def test_sigterm_to_the_harness_stops_the_agent_first(tmp_path):
+    pidfile = tmp_path / "agent.pid"
+    code = (
+        "import os, sys; from ptb_harness.procs import run_budgeted;"
+        f"run_budgeted(['bash', '-c', 'echo $$ > {pidfile}; sleep 300'], env=dict(os.environ), cwd='{tmp_path}',"
+        f" output='{tmp_path}/o.txt', budget_s=600, kill_grace_s=2)"
+    )
+    harness = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.time() + 10
+    while not pidfile.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    agent = int(pidfile.read_text())
+    harness.send_signal(signal.SIGTERM)
+    assert harness.wait(timeout=10) == 128 + signal.SIGTERM
+    assert not Path(f"/proc/{agent}").exists()

@@ -1,0 +1,53 @@
+from pathlib import Path
+
+from ptb_harness.agents import load_agent
+from ptb_harness.campaign import Cell
+from ptb_harness.config import load_config
+from ptb_harness.solve import JobDir, agent_env
+from ptb_harness.tasks import load_task
+
+
+def test_agent_env_holds_only_what_the_harness_passes(tmp_path: Path):
+    (tmp_path / "agents" / "a").mkdir(parents=True)
+    (tmp_path / "agents" / "a" / "solve.sh").write_text("")
+    (tmp_path / "agents" / "a" / "api_keys.json").write_text('["ANTHROPIC_API_KEY"]')
+    (tmp_path / "agents" / "a" / "env_passthrough.txt").write_text("AWS_PROFILE\nUNSET_ONE\n")
+    (tmp_path / "tasks" / "t").mkdir(parents=True)
+    (tmp_path / "tasks" / "t" / "evaluate.py").write_text("")
+    (tmp_path / "tasks" / "t" / "info.json").write_text('{"required_api_keys": ["OPENAI_API_KEY"]}')
+    config = {
+        "agents": ["a"],
+        "tasks": ["t"],
+        "models": [{"name": "m", "repo_id": "org/m"}],
+        "hours": [2],
+        "agent_config": {"a": "opus"},
+    }
+    campaign = load_config(config, tmp_path)
+    host = {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "ANTHROPIC_API_KEY": "sk-ant-1",
+        "OPENAI_API_KEY": "sk-2",
+        "AWS_PROFILE": "research",
+        "GITHUB_TOKEN": "ghp_not_allowlisted",
+        "HF_TOKEN": "hf_not_allowlisted",
+        "HUGGINGFACE_HUB_CACHE": "/shared/elsewhere",
+        "CUDA_VISIBLE_DEVICES": "3",
+    }
+    env, passed, missing = agent_env(
+        host_env=host,
+        job=JobDir(tmp_path / "job"),
+        campaign=campaign,
+        cell=Cell("a", "t", "m", "2", 1, 1),
+        agent=load_agent(tmp_path / "agents" / "a"),
+        task=load_task(tmp_path / "tasks" / "t"),
+        prompt="do it",
+    )
+    assert sorted(passed) == ["ANTHROPIC_API_KEY", "AWS_PROFILE", "OPENAI_API_KEY"]
+    assert missing == ["UNSET_ONE"]
+    for leaked in ("GITHUB_TOKEN", "HF_TOKEN", "HUGGINGFACE_HUB_CACHE", "UNSET_ONE"):
+        assert leaked not in env
+    assert env["HOME"] == str(tmp_path / "job" / "home")
+    assert env["CUDA_VISIBLE_DEVICES"] == "3"
+    assert (env["NUM_GPUS"], env["NUM_HOURS"], env["BENCHMARK_ID"]) == ("1", "2", "t")
+    assert (env["MODEL_TO_TRAIN"], env["AGENT_CONFIG"], env["PROMPT"]) == ("org/m", "opus", "do it")

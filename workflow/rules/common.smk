@@ -1,0 +1,43 @@
+# Configuration, paths, wildcard constraints and input functions shared by all rules.
+import sys
+from pathlib import Path
+
+from ptb_harness.campaign import CELL_DIR_PATTERN, HOURS_PATTERN, NAME_PATTERN
+from ptb_harness.config import load_config
+from ptb_harness.errors import ConfigError
+
+try:
+    CAMPAIGN = load_config(config, workdir=Path.cwd())
+except ConfigError as e:
+    # one line naming the key; nothing is planned or started
+    sys.exit(f"config error: {e}")
+
+# as configured (relative to the working directory, or absolute), so plans stay readable
+RESULTS = config["paths"]["results_dir"]
+# one directory per cell; the layout is defined once, in ptb_harness.campaign
+CELL = f"{RESULTS}/{CELL_DIR_PATTERN}"
+TABLES = {
+    "cells": f"{RESULTS}/tables/cells.csv",
+    "leaderboard_csv": f"{RESULTS}/tables/leaderboard.csv",
+    "leaderboard_md": f"{RESULTS}/tables/leaderboard.md",
+}
+
+
+wildcard_constraints:
+    agent=NAME_PATTERN,
+    task=NAME_PATTERN,
+    model=NAME_PATTERN,
+    hours=HOURS_PATTERN,
+    num_gpus=r"\d+",
+    run=r"\d+",
+
+
+def all_cell_files(name):
+    """One file per cell of the campaign, e.g. every metrics.json."""
+    return [f"{CELL}/{name}".format(**c.wildcards) for c in CAMPAIGN.cells()]
+
+
+def base_model_input(wildcards):
+    """A local base model is an input of solve, so a rule can build it (the demo's does)."""
+    model = CAMPAIGN.models[wildcards.model]
+    return {"base_model": model.path} if model.path is not None else {}

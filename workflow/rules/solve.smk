@@ -1,0 +1,15 @@
+# solve: the agent's run under its budget. Succeeds whenever the harness did its part;
+# solve.json says what the agent did.
+
+
+rule solve:
+    input:
+        unpack(base_model_input),
+    output:
+        solve_json=f"{CELL}/solve.json",
+        raw_trace=f"{CELL}/solve_out.txt",
+        final_model=directory(f"{CELL}/final_model"),
+    log:
+        f"{CELL}/logs/solve.log",
+    script:
+        "../scripts/solve.py"

@@ -1,0 +1,16 @@
+# Snakemake job: run one cell's agent (see ptb_harness.solve).
+from pathlib import Path
+
+from ptb_harness.solve import run_solve
+from ptb_harness.stage import from_snakemake, stage
+
+with stage(snakemake.log[0], "solve"):  # noqa: F821 (snakemake is injected)
+    campaign, cell = from_snakemake(snakemake)  # noqa: F821
+    out = snakemake.output  # noqa: F821
+    run_solve(
+        campaign,
+        cell,
+        solve_json=Path(out.solve_json),
+        raw_trace=Path(out.raw_trace),
+        final_model=Path(out.final_model),
+    )
