@@ -9,6 +9,7 @@ ptb-harness parse-trace RAW OUT
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -33,6 +34,38 @@ def _collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from ptb_harness.config import load_config_files
+    from ptb_harness.doctor import run_checks
+
+    checks = run_checks(load_config_files(args.workdir, args.profile, args.campaign))
+    for check in checks:
+        print(check.line())
+    failed = [c for c in checks if not c.ok]
+    print(f"{len(checks) - len(failed)} OK, {len(failed)} FAIL")
+    return 1 if failed else 0
+
+
+def _reap(args: argparse.Namespace) -> int:
+    import logging
+
+    from ptb_harness.gpu import reap, resolve_gpu_set
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    gpu_set = resolve_gpu_set(os.environ, args.gpus)
+    report = reap(gpu_set, args.mode, scope=args.scope, dry_run=args.dry_run, wait_s=args.wait)
+    if report.note:
+        print(f"reap {args.mode}: {report.note}")
+        return 0
+    verb = "would kill" if args.dry_run else "killed"
+    print(
+        f"reap {args.mode} on {', '.join(report.scope)} ({gpu_set.request.source}): {verb} "
+        f"{len(report.victims)}: {' '.join(str(v.pid) for v in report.victims) or '-'}"
+        + (f"; still on the GPU: {report.survivors}" if report.survivors else "")
+    )
+    return 1 if report.survivors else 0
+
+
 def _parse_trace(args: argparse.Namespace) -> int:
     from ptb_harness.traces import parse_trace_file
 
@@ -46,6 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("collect", help="write the campaign's tables from what exists")
     _campaign_args(p)
     p.set_defaults(func=_collect)
+    p = sub.add_parser("doctor", help="check this site before a campaign (non-zero exit on any FAIL)")
+    _campaign_args(p)
+    p.set_defaults(func=_doctor)
+    p = sub.add_parser("reap", help="kill leftover processes on this job's GPUs (scoped; see README)")
+    p.add_argument("--mode", choices=["none", "own", "all"], default="own")
+    p.add_argument("--scope", choices=["cell", "node"], default="cell")
+    p.add_argument("--gpus", help="GPU ids (default: from the scheduler's or CUDA's variables)")
+    p.add_argument("--dry-run", action="store_true", help="print what would be killed, kill nothing")
+    p.add_argument("--wait", type=float, default=60, help="seconds to wait for killed processes to leave")
+    p.set_defaults(func=_reap)
     p = sub.add_parser("parse-trace", help="raw agent trace -> readable transcript")
     p.add_argument("raw")
     p.add_argument("out")

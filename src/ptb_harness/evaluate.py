@@ -10,11 +10,11 @@ attempt did.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -23,14 +23,16 @@ from typing import Any
 
 from ptb_harness.campaign import Campaign, Cell
 from ptb_harness.errors import HarnessError
+from ptb_harness.gpu import load_nvml, reap
+from ptb_harness.gpu_monitor import GpuMonitor
+from ptb_harness.hf_cache import hf_cache_view
 from ptb_harness.procs import iso_utc, run_budgeted, utc_stamp
 from ptb_harness.records import atomic_write_bytes, atomic_write_json, read_json
-from ptb_harness.solve import describe
+from ptb_harness.sandbox import Bind, Sandbox
+from ptb_harness.solve import cell_gpu_set, describe
 from ptb_harness.tasks import TaskSpec, load_task
 
 log = logging.getLogger("ptb_harness.evaluate")
-
-_HOST_VARS = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 
 def check_metrics(data: bytes) -> tuple[dict[str, Any] | None, str]:
@@ -51,23 +53,13 @@ def check_metrics(data: bytes) -> tuple[dict[str, Any] | None, str]:
     return obj, ""
 
 
-def evaluate_argv(task: TaskSpec, eval_py: Path, model: Path, out: Path, max_tokens: int | None) -> list[str]:
-    argv = [sys.executable, str(eval_py), "--model-path", str(model), "--json-output-file", str(out)]
+def evaluate_argv(task: TaskSpec, model: Path, out: Path, max_tokens: int | None) -> list[str]:
+    """evaluate.py's command line, run in (a copy of) the task dir inside the scorer sandbox."""
+    argv = ["python", "evaluate.py", "--model-path", str(model), "--json-output-file", str(out)]
     argv += task.extra_args
     if max_tokens is not None:
         argv += [task.token_flag, str(max_tokens)]
     return argv
-
-
-def _scorer_env(host_env: Mapping[str, str], home: Path, task: TaskSpec) -> dict[str, str]:
-    env = {k: host_env[k] for k in _HOST_VARS if k in host_env}
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
-    env.setdefault("LANG", "C.UTF-8")
-    env.update(HOME=str(home), TMPDIR=str(home), PYTHONNOUSERSITE="1")
-    for name in task.required_api_keys:
-        if name in host_env:
-            env[name] = host_env[name]
-    return env
 
 
 def run_evaluate(
@@ -104,26 +96,64 @@ def run_evaluate(
     attempts_dir.mkdir(parents=True, exist_ok=True)
     # The scorer runs in a scratch copy of the task: evaluate.py may write next to itself,
     # and a task file replaced in the checkout meanwhile cannot change a running attempt.
+    stack = contextlib.ExitStack()
     work = Path(tempfile.mkdtemp(prefix=f"ptb-eval-{cell.slug}-", dir=tmp_root))
+    sandbox = Sandbox(site, host_env)
+    nvml = load_nvml()
+    gpu_set = cell_gpu_set(cell, site, host_env, nvml)
+    gpus = gpu_set.sandbox_ids()
     try:
-        shutil.copytree(task.dir, work / "task", symlinks=False)
-        (work / "home").mkdir()
-        env = _scorer_env(host_env, work / "home", task)
+        home, tmp = work / "home", work / "tmp"
+        shutil.copytree(task.dir, home / "task", symlinks=False)
+        tmp.mkdir()
+        hf_view = stack.enter_context(hf_cache_view(site, work))
         for k, cap in enumerate(plan, 1):
             out = cell_dir / f".metrics.attempt-{k}.json"
             out.unlink(missing_ok=True)
-            argv = evaluate_argv(task, work / "task" / "evaluate.py", final_model.resolve(), out, cap)
-            attempt_log = attempts_dir / f"attempt-{k}.log"
-            log.info("attempt %d/%d (max_tokens=%s)", k, len(plan), cap)
-            result = run_budgeted(
-                argv,
-                env=env,
-                cwd=work / "task",
-                output=attempt_log,
-                budget_s=timeout_min * 60,
-                kill_grace_s=30,
-                output_mode=0o644,
+            launch = sandbox.launch(
+                role="scorer",
+                command=evaluate_argv(task, final_model.resolve(), out, cap),
+                job_home=home,
+                job_tmp=tmp,
+                workdir="task",
+                env={},
+                pass_names=task.required_api_keys,
+                gpus=gpus,
+                # the cell dir at its own absolute path, wherever it is (seed item 4)
+                binds=[Bind(cell_dir, str(cell_dir))],
+                hf_home_host=hf_view[0],
+                hf_read_only=hf_view[1],
             )
+            attempt_log = attempts_dir / f"attempt-{k}.log"
+            if cell.num_gpus:
+                # only processes on this job's GPUs, and in `own` mode only ours (seed item 1)
+                report = reap(
+                    gpu_set,
+                    site["gpu_reap"],
+                    scope=site["gpu_scope"],
+                    nvml=nvml,
+                    wait_s=float(site["reap_wait_seconds"]),
+                )
+                log.info(
+                    "GPU reap before attempt %d (%s): %s",
+                    k,
+                    report.mode,
+                    report.note or f"{len(report.killed)} killed, {len(report.survivors)} still there",
+                )
+            log.info("attempt %d/%d (max_tokens=%s)", k, len(plan), cap)
+            monitor = GpuMonitor(
+                nvml, gpu_set.gpus, cell_dir / "gpu_monitor.csv", "evaluate", float(site["monitor_interval_seconds"])
+            )
+            with monitor:
+                result = run_budgeted(
+                    launch.argv,
+                    env=launch.env,
+                    cwd=launch.cwd,
+                    output=attempt_log,
+                    budget_s=timeout_min * 60,
+                    kill_grace_s=30,
+                    output_mode=0o644,
+                )
             data = out.read_bytes() if out.is_file() else None
             out.unlink(missing_ok=True)
             metrics, why = check_metrics(data) if data is not None else (None, "wrote no metrics file")
@@ -147,6 +177,7 @@ def run_evaluate(
             log.warning("attempt %d failed: evaluate.py %s, %s", k, entry["process"], why)
             atomic_write_json(record_path, {**record, "status": "running"})
     finally:
+        stack.close()
         shutil.rmtree(work, ignore_errors=True)
     last = record["attempts"][-1]
     record.update(

@@ -18,6 +18,7 @@ class CellRecords:
     evaluate: dict | None
     metrics: dict | None
     metrics_problem: str | None
+    preflight: dict | None = None
 
 
 def read_cell(cell_dir: Path) -> CellRecords:
@@ -30,11 +31,13 @@ def read_cell(cell_dir: Path) -> CellRecords:
         data = None
     if data is not None:
         metrics, problem = check_metrics(data)
+    preflight = read_json(cell_dir / "preflight.json")
     return CellRecords(
         solve if isinstance(solve, dict) else None,
         evaluate if isinstance(evaluate, dict) else None,
         metrics,
         problem or None,
+        preflight if isinstance(preflight, dict) else None,
     )
 
 
@@ -45,9 +48,9 @@ def classify(rec: CellRecords) -> tuple[str, str]:
     if rec.metrics_problem:
         return "infra_failed", f"metrics.json is invalid: {rec.metrics_problem}"
     if rec.solve is None:
+        if (rec.preflight or {}).get("status") == "failed":
+            return "infra_failed", f"CUDA preflight failed, agent not started: {rec.preflight.get('reason', '?')}"
         return "pending", "not solved yet"
-    if rec.solve.get("status") == "preflight_failed":
-        return "infra_failed", f"preflight: {rec.solve.get('reason', '?')}"
     if not rec.solve.get("final_model_files"):
         return "agent_failed", f"agent {rec.solve.get('description', '?')}; no final model"
     ev = rec.evaluate or {}

@@ -15,10 +15,9 @@ import shutil
 import signal
 import socket
 import string
-import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,17 +25,18 @@ from ptb_harness import __version__
 from ptb_harness.agents import AgentSpec, load_agent
 from ptb_harness.campaign import Campaign, Cell
 from ptb_harness.errors import HarnessError
+from ptb_harness.gpu import GpuSet, load_nvml, requested_gpus, resolve_gpu_set
+from ptb_harness.gpu_monitor import GpuMonitor
+from ptb_harness.hf_cache import hf_cache_view
+from ptb_harness.preflight import preflight_command, verdict
 from ptb_harness.procs import ProcessResult, iso_utc, run_budgeted
 from ptb_harness.records import atomic_write_json, atomic_write_text
+from ptb_harness.sandbox import Bind, Launch, Sandbox
 from ptb_harness.tasks import TaskSpec, load_task
 
 log = logging.getLogger("ptb_harness.solve")
 
 BUILTIN_PROMPT = Path(__file__).parent / "templates" / "prompt.txt"
-
-#: Variables of the launching environment that the `none` runtime hands through,
-#: besides what the harness sets itself. GPU visibility comes from the scheduler.
-_HOST_VARS = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 _TIMER = """#!/usr/bin/env bash
 # Time left for this cell's agent. Written by the harness; the deadline is fixed.
@@ -68,6 +68,42 @@ class JobDir:
     @property
     def harness(self) -> Path:
         return self.root / "harness"
+
+
+def cell_gpu_set(cell: Cell, site: Mapping[str, object], host_env: Mapping[str, str], nvml: object) -> GpuSet:
+    """The job's GPUs, resolved once (an unknown or ambiguous id fails the job)."""
+    return (
+        resolve_gpu_set(host_env, site.get("gpu_ids"), nvml)
+        if cell.num_gpus
+        else GpuSet(requested_gpus({}, ""), (), driver=nvml is not None)
+    )
+
+
+def run_preflight(
+    campaign: Campaign,
+    cell: Cell,
+    gpu_set: GpuSet,
+    sandbox_launch: Callable[[list[str]], Launch],
+    log_path: Path,
+) -> tuple[bool, str]:
+    """(ok, reason) of the CUDA preflight; only called for cells that need GPUs."""
+    ids = gpu_set.sandbox_ids()
+    if not gpu_set.driver:
+        return False, "no NVIDIA driver on this machine"
+    if gpu_set.request.known and len(ids) != cell.num_gpus:
+        return False, f"the job was given {len(ids)} GPU(s) by {gpu_set.request.source}, the cell needs {cell.num_gpus}"
+    launch = sandbox_launch(preflight_command(cell.num_gpus))
+    result = run_budgeted(
+        launch.argv,
+        env=launch.env,
+        cwd=launch.cwd,
+        output=log_path,
+        budget_s=float(campaign.config["site"]["preflight_timeout_seconds"]),
+        kill_grace_s=5,
+    )
+    if result.status == "timeout":
+        return False, "preflight did not finish in time"
+    return verdict(log_path.read_text(errors="replace"))
 
 
 def _sha256(path: Path) -> str:
@@ -123,43 +159,56 @@ def prepare_job_dir(tmp_root: Path, cell: Cell, agent: AgentSpec, task: TaskSpec
     return job
 
 
-def agent_env(
-    *,
-    host_env: Mapping[str, str],
-    job: JobDir,
+def agent_variables(
+    campaign: Campaign, cell: Cell, agent: AgentSpec, task: TaskSpec, prompt: str
+) -> tuple[dict[str, str], list[str]]:
+    """The harness's variables for the agent, and the names it may copy from the host.
+
+    Nothing else of the launching environment reaches the agent: the sandbox adds only
+    HOME, TMPDIR, LANG, the cache variables and the cell's GPUs. Copied by name: the
+    agent's env_passthrough.txt names and the allowlisted API keys (agent's + task's).
+    """
+    variables = {
+        "PROMPT": prompt,
+        "NUM_GPUS": str(cell.num_gpus),
+        "NUM_HOURS": cell.hours,
+        "BENCHMARK_ID": task.name,
+        "MODEL_TO_TRAIN": campaign.model_source(cell.model),
+        "AGENT_CONFIG": campaign.agent_config(cell.agent),
+    }
+    names = list(dict.fromkeys([*agent.env_passthrough, *agent.api_keys, *task.required_api_keys]))
+    return variables, names
+
+
+def agent_launch(
     campaign: Campaign,
     cell: Cell,
     agent: AgentSpec,
     task: TaskSpec,
+    job: JobDir,
     prompt: str,
-) -> tuple[dict[str, str], list[str], list[str]]:
-    """The agent's whole environment, and the names of passed and of missing variables.
-
-    Nothing of the launching environment reaches the agent unless named here: the
-    harness's own variables, a short list of host variables, the agent's
-    env_passthrough.txt names and the allowlisted API keys (agent's + task's).
-    """
-    env = {k: host_env[k] for k in _HOST_VARS if k in host_env}
-    # The `none` runtime has no image: the agent's `python` is the harness's interpreter.
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
-    env.setdefault("LANG", "C.UTF-8")
-    env.update(
-        HOME=str(job.home),
-        TMPDIR=str(job.tmp),
-        PYTHONNOUSERSITE="1",
-        PROMPT=prompt,
-        NUM_GPUS=str(cell.num_gpus),
-        NUM_HOURS=cell.hours,
-        BENCHMARK_ID=task.name,
-        MODEL_TO_TRAIN=campaign.model_source(cell.model),
-        AGENT_CONFIG=campaign.agent_config(cell.agent),
+    host_env: Mapping[str, str],
+    gpus: list[str],
+    hf_home: Path | None = None,
+    hf_read_only: bool = False,
+    command: list[str] | None = None,
+) -> Launch:
+    variables, names = agent_variables(campaign, cell, agent, task, prompt)
+    model = campaign.models[cell.model]
+    binds = [Bind(Path(variables["MODEL_TO_TRAIN"]), variables["MODEL_TO_TRAIN"], True)] if model.path else []
+    return Sandbox(campaign.config["site"], host_env).launch(
+        role="agent",
+        command=command or ["bash", "../solve.sh"],  # relative to HOME/task in every runtime
+        job_home=job.home,
+        job_tmp=job.tmp,
+        workdir="task",
+        env=variables,
+        pass_names=names,
+        gpus=gpus,
+        binds=binds,
+        hf_home_host=hf_home,
+        hf_read_only=hf_read_only,
     )
-    wanted = list(dict.fromkeys([*agent.env_passthrough, *agent.api_keys, *task.required_api_keys]))
-    passed = [n for n in wanted if n in host_env]
-    missing = [n for n in wanted if n not in host_env]
-    for n in passed:
-        env[n] = host_env[n]
-    return env, passed, missing
 
 
 def _count_files(root: Path) -> tuple[int, int]:
@@ -214,14 +263,19 @@ def run_solve(
     check_scratch(tmp_root, site["min_tmp_free_gb"])
 
     model_source = campaign.model_source(cell.model)
-    gpu_info = host_env.get("CUDA_VISIBLE_DEVICES", "none") if cell.num_gpus else "none"
-    prompt = render_prompt(campaign, cell, task, model_source, f"CUDA_VISIBLE_DEVICES={gpu_info}")
+    nvml = load_nvml()
+    gpu_set = cell_gpu_set(cell, site, host_env, nvml)
+    gpus = gpu_set.sandbox_ids()
+    gpu_info = ", ".join(f"{g.name} {g.uuid}" for g in gpu_set.gpus) or ", ".join(gpus) or "no GPU"
+    prompt = render_prompt(campaign, cell, task, model_source, gpu_info)
+    cell_dir = solve_json.parent
+    (cell_dir / "preflight.json").unlink(missing_ok=True)
     job = prepare_job_dir(tmp_root, cell, agent, task, prompt)
     log.info("job dir %s", job.root)
     try:
-        env, passed, missing = agent_env(
-            host_env=host_env, job=job, campaign=campaign, cell=cell, agent=agent, task=task, prompt=prompt
-        )
+        _variables, names = agent_variables(campaign, cell, agent, task, prompt)
+        passed = [n for n in names if n in host_env]
+        missing = [n for n in names if n not in host_env]
         if missing:
             log.warning("variables not set in the launching environment, not passed: %s", ", ".join(missing))
         budget_s = cell.budget_seconds
@@ -229,15 +283,46 @@ def run_solve(
         deadline = time.time() + budget_s
         (job.home / "timer.sh").write_text(_TIMER.format(deadline=int(deadline), deadline_iso=iso_utc(deadline)))
         trace_tmp = job.harness / "solve_out.txt"
-        log.info("agent %s starts: budget %.0f s, stopped at %.0f s", cell.agent, budget_s, limit_s)
-        result = run_budgeted(
-            ["bash", str(job.home / "solve.sh")],
-            env=env,
-            cwd=job.task,
-            output=trace_tmp,
-            budget_s=limit_s,
-            kill_grace_s=float(solve_cfg["kill_grace_seconds"]),
-        )
+        with hf_cache_view(site, job.root) as (hf_home, hf_ro):
+            if cell.num_gpus:
+                ok, reason = run_preflight(
+                    campaign,
+                    cell,
+                    gpu_set,
+                    lambda cmd: agent_launch(
+                        campaign, cell, agent, task, job, prompt, host_env, gpus, hf_home, hf_ro, command=cmd
+                    ),
+                    job.harness / "preflight.log",
+                )
+                atomic_write_json(
+                    cell_dir / "preflight.json",
+                    {"status": "ok" if ok else "failed", "reason": reason, "gpus": gpus, "host": socket.gethostname()},
+                )
+                if not ok:
+                    # an infrastructure failure: the job fails (nothing of the cell is lost,
+                    # the agent never started) so a rerun or a scheduler retry tries again
+                    raise HarnessError(f"CUDA preflight failed, agent not started: {reason}")
+                log.info("CUDA preflight: %s", reason)
+            launch = agent_launch(campaign, cell, agent, task, job, prompt, host_env, gpus, hf_home, hf_ro)
+            log.info(
+                "agent %s starts (runtime %s): budget %.0f s, stopped at %.0f s",
+                cell.agent,
+                site["runtime"],
+                budget_s,
+                limit_s,
+            )
+            monitor = GpuMonitor(
+                nvml, gpu_set.gpus, cell_dir / "gpu_monitor.csv", "solve", float(site["monitor_interval_seconds"])
+            )
+            with monitor:
+                result = run_budgeted(
+                    launch.argv,
+                    env=launch.env,
+                    cwd=launch.cwd,
+                    output=trace_tmp,
+                    budget_s=limit_s,
+                    kill_grace_s=float(solve_cfg["kill_grace_seconds"]),
+                )
         log.info("agent %s after %.1f s", describe(result), result.duration_s)
 
         produced = job.task / "final_model"
@@ -268,7 +353,10 @@ def run_solve(
             "final_model_files": n_files,
             "final_model_bytes": n_bytes,
             "model_to_train": model_source,
+            "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in gpu_set.gpus],
+            "gpu_source": gpu_set.request.source if cell.num_gpus else None,
             "env_passed": sorted(passed),
+            "sandbox_env_names": launch.visible_names,
             "env_missing": sorted(missing),
             "solve_sh_sha256": _sha256(agent.solve_sh),
             "harness": {"version": __version__, "runtime": site["runtime"], "site": site["name"]},

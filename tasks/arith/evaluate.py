@@ -46,13 +46,14 @@ def main() -> None:
 
     tok = AutoTokenizer.from_pretrained(args.model_path)
     tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(args.model_path).eval()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = AutoModelForCausalLM.from_pretrained(args.model_path).to(device).eval()
     qs = questions(200 if args.limit < 0 else args.limit)
     correct = 0
     with torch.no_grad():
         for i in range(0, len(qs), 100):
             batch = qs[i : i + 100]
-            enc = tok([q for q, _ in batch], return_tensors="pt", padding=True)
+            enc = tok([q for q, _ in batch], return_tensors="pt", padding=True).to(device)
             out = model.generate(**enc, max_new_tokens=args.max_tokens, do_sample=False, pad_token_id=tok.pad_token_id)
             texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
             correct += sum(extract(t) == ans for t, (_, ans) in zip(texts, batch, strict=False))

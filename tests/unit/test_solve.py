@@ -3,7 +3,7 @@ from pathlib import Path
 from ptb_harness.agents import load_agent
 from ptb_harness.campaign import Cell
 from ptb_harness.config import load_config
-from ptb_harness.solve import JobDir, agent_env
+from ptb_harness.solve import JobDir, agent_launch, agent_variables
 from ptb_harness.tasks import load_task
 
 
@@ -34,20 +34,23 @@ def test_agent_env_holds_only_what_the_harness_passes(tmp_path: Path):
         "HUGGINGFACE_HUB_CACHE": "/shared/elsewhere",
         "CUDA_VISIBLE_DEVICES": "3",
     }
-    env, passed, missing = agent_env(
-        host_env=host,
-        job=JobDir(tmp_path / "job"),
-        campaign=campaign,
-        cell=Cell("a", "t", "m", "2", 1, 1),
-        agent=load_agent(tmp_path / "agents" / "a"),
-        task=load_task(tmp_path / "tasks" / "t"),
-        prompt="do it",
-    )
-    assert sorted(passed) == ["ANTHROPIC_API_KEY", "AWS_PROFILE", "OPENAI_API_KEY"]
-    assert missing == ["UNSET_ONE"]
-    for leaked in ("GITHUB_TOKEN", "HF_TOKEN", "HUGGINGFACE_HUB_CACHE", "UNSET_ONE"):
+    agent = load_agent(tmp_path / "agents" / "a")
+    task = load_task(tmp_path / "tasks" / "t")
+    cell = Cell("a", "t", "m", "2", 1, 1)
+    _, names = agent_variables(campaign, cell, agent, task, "do it")
+    assert names == ["AWS_PROFILE", "UNSET_ONE", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+    job = JobDir(tmp_path / "job")
+    launch = agent_launch(campaign, cell, agent, task, job, "do it", host, gpus=["3"])
+    env = launch.env
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AWS_PROFILE"):
+        assert env[name] == host[name]
+    for leaked in ("GITHUB_TOKEN", "HF_TOKEN", "UNSET_ONE"):
         assert leaked not in env
-    assert env["HOME"] == str(tmp_path / "job" / "home")
-    assert env["CUDA_VISIBLE_DEVICES"] == "3"
+    # the harness's cache wins over the host's, under every name huggingface_hub reads
+    hub = str(job.home / ".cache/huggingface/hub")
+    assert env["HF_HUB_CACHE"] == env["HUGGINGFACE_HUB_CACHE"] == hub
+    assert env["HOME"] == str(job.home) and launch.cwd == job.home / "task"
+    assert env["CUDA_VISIBLE_DEVICES"] == env["NVIDIA_VISIBLE_DEVICES"] == "3"
     assert (env["NUM_GPUS"], env["NUM_HOURS"], env["BENCHMARK_ID"]) == ("1", "2", "t")
     assert (env["MODEL_TO_TRAIN"], env["AGENT_CONFIG"], env["PROMPT"]) == ("org/m", "opus", "do it")
+    assert launch.argv == ["bash", "../solve.sh"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import signal
@@ -141,3 +142,37 @@ def test_solve_json_records_what_the_agent_did(workdir):
     cells = (workdir / "results" / "tables" / "cells.csv").read_text()
     assert re.search(r"^exit3,fake,m1,0.0005,0,1,agent_failed,agent exited with code 3; no final model,,", cells, re.M)
     assert re.search(r"^exit0,fake,m1,0.0005,0,1,scored,accuracy 0.75,0.75,", cells, re.M)
+
+
+def test_a_gpu_cell_on_a_machine_without_gpus_is_an_infrastructure_failure(workdir):
+    write_config(workdir, campaign_config(agents=["exit0"], num_gpus=[0, 1]))
+    run = snakemake(workdir)
+    assert run.returncode != 0
+    cpu = workdir / "results/cells/exit0/fake/m1/0.0005h-0gpu-run1"
+    gpu = workdir / "results/cells/exit0/fake/m1/0.0005h-1gpu-run1"
+    assert (cpu / "metrics.json").exists(), "the CPU cell is not blocked by the GPU cell"
+    preflight = json.loads((gpu / "preflight.json").read_text())
+    assert preflight["status"] == "failed" and preflight["reason"] == "no NVIDIA driver on this machine"
+    assert not (gpu / "solve.json").exists() and not (gpu / "solve_out.txt").exists(), "the agent must not start"
+    log = (gpu / "logs" / "solve.log").read_text()
+    assert "CUDA preflight failed, agent not started: no NVIDIA driver on this machine" in log
+    assert "Traceback" not in log
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ptb_harness",
+            "collect",
+            "--workdir",
+            str(workdir),
+            "--profile",
+            str(REPO / "profiles/local"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    rows = {r["num_gpus"]: r for r in csv.DictReader((workdir / "results/tables/cells.csv").open())}
+    assert rows["0"]["outcome"] == "scored"
+    assert rows["1"]["outcome"] == "infra_failed"
+    assert rows["1"]["reason"] == "CUDA preflight failed, agent not started: no NVIDIA driver on this machine"

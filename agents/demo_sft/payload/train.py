@@ -43,14 +43,16 @@ def main() -> None:
 
     torch.manual_seed(0)
     rng = random.Random(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # NUM_GPUS=0 cells see no GPU
     tok = AutoTokenizer.from_pretrained(args.base)
-    model = AutoModelForCausalLM.from_pretrained(args.base)
+    model = AutoModelForCausalLM.from_pretrained(args.base).to(device)
     model.train()
+    print(f"training on {device}", flush=True)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     stop = time.monotonic() + args.seconds
     step = 0
     while time.monotonic() < stop:
-        ids, mask, labels = batch(tok, rng, args.batch_size)
+        ids, mask, labels = (t.to(device) for t in batch(tok, rng, args.batch_size))
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         opt.zero_grad()
         loss.backward()

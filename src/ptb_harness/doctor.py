@@ -1,0 +1,192 @@
+"""`ptb-harness doctor`: check a site before a campaign, one line per check.
+
+Each check says OK or FAIL and, on FAIL, the fix. Nothing here starts a job or writes
+outside a temporary probe file in the results dir and tmp_root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ptb_harness.campaign import Campaign
+
+#: Host variables that choose a cache; the harness sets all of them inside sandboxes.
+SHADOWING_VARS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "XDG_CACHE_HOME")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = f"{'OK  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"
+        return text if self.ok or not self.fix else f"{text} -- fix: {self.fix}"
+
+
+def _version(argv: list[str]) -> str | None:
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = (res.stdout or res.stderr).strip().splitlines()
+    return out[0] if res.returncode == 0 and out else None
+
+
+def _writable(directory: Path) -> str | None:
+    """None if a file can be created in directory (made if missing), else why not."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".ptb-doctor-"):
+            pass
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def check_runtime(site: Mapping[str, Any]) -> Check:
+    if site["runtime"] == "none":
+        return Check("runtime", True, "none (clean host subprocess); apptainer not needed")
+    exe = shutil.which(site["apptainer"])
+    version = _version([exe, "--version"]) if exe else None
+    if version is None:
+        return Check(
+            "runtime",
+            False,
+            f"apptainer: '{site['apptainer']}' not found or not working",
+            "install apptainer, set site.apptainer to its path, or use site.runtime: none",
+        )
+    return Check("runtime", True, f"apptainer at {exe}: {version}")
+
+
+def check_images(site: Mapping[str, Any]) -> list[Check]:
+    if site["runtime"] != "apptainer":
+        return [Check("images", True, "runtime none uses no image")]
+    checks = []
+    for role in ("agent", "scorer"):
+        image = site[f"{role}_image"]
+        if not image:
+            checks.append(Check(f"{role}_image", False, "not set", f"set site.{role}_image to a .sif file"))
+        elif not Path(image).is_file():
+            checks.append(Check(f"{role}_image", False, f"{image} not found", "build or copy the image there"))
+        else:
+            checks.append(Check(f"{role}_image", True, image))
+    return checks
+
+
+def check_nvccli(site: Mapping[str, Any]) -> Check:
+    if not site["isolate_gpus"]:
+        return Check(
+            "isolate_gpus", True, "off (sandboxes see every card of the node; CUDA_VISIBLE_DEVICES limits use)"
+        )
+    version = _version(["nvidia-container-cli", "--version"])
+    if version is None:
+        return Check(
+            "isolate_gpus",
+            False,
+            "on, but nvidia-container-cli is not available for apptainer --nvccli",
+            "install libnvidia-container-tools, or set site.isolate_gpus: false",
+        )
+    return Check("isolate_gpus", True, f"on; nvidia-container-cli {version}")
+
+
+def check_hf_cache(site: Mapping[str, Any]) -> Check:
+    home, mode = site["hf_home"], site["hf_cache_mode"]
+    if not home or mode == "none":
+        return Check("hf_cache", True, "no shared Hugging Face cache; each cell starts with an empty one")
+    if not Path(home).is_dir():
+        return Check(
+            "hf_cache", False, f"site.hf_home {home} is not a directory", "point site.hf_home at the shared HF home"
+        )
+    if mode == "overlay":
+        if shutil.which("fuse-overlayfs") is None:
+            return Check(
+                "hf_cache",
+                False,
+                "hf_cache_mode overlay, but fuse-overlayfs is not on PATH",
+                "install fuse-overlayfs, or set site.hf_cache_mode: ro",
+            )
+        if not Path("/dev/fuse").exists():
+            return Check(
+                "hf_cache", False, "hf_cache_mode overlay, but /dev/fuse is missing", "use site.hf_cache_mode: ro"
+            )
+    return Check("hf_cache", True, f"{home} ({mode})")
+
+
+def check_tmp_root(site: Mapping[str, Any]) -> Check:
+    root = Path(site["tmp_root"] or tempfile.gettempdir())
+    why = _writable(root)
+    if why:
+        return Check("tmp_root", False, f"{root} is not writable ({why})", "set site.tmp_root to node-local scratch")
+    free_gb = shutil.disk_usage(root).free / 1e9
+    need = site["min_tmp_free_gb"]
+    if free_gb < need:
+        return Check(
+            "tmp_root",
+            False,
+            f"{root} has {free_gb:.1f} GB free, below site.min_tmp_free_gb={need}",
+            "free space or point site.tmp_root at larger scratch",
+        )
+    return Check("tmp_root", True, f"{root}: {free_gb:.1f} GB free (need {need})")
+
+
+def check_results_dir(campaign: Campaign) -> Check:
+    root = campaign.results_dir
+    why = _writable(root)
+    if why:
+        return Check(
+            "results_dir", False, f"{root} is not writable ({why})", "set paths.results_dir to a writable path"
+        )
+    return Check("results_dir", True, f"{root} (absolute; writable)")
+
+
+def check_host_cache_vars(site: Mapping[str, Any], host_env: Mapping[str, str]) -> list[Check]:
+    checks = []
+    for name in SHADOWING_VARS:
+        value = host_env.get(name)
+        if value is None:
+            continue
+        if name == "XDG_CACHE_HOME" and not Path(value).is_dir():
+            checks.append(
+                Check(
+                    "host " + name,
+                    False,
+                    f"set to {value}, which does not exist: vLLM/triton caches would land in the sandbox's tmpfs",
+                    f"mkdir -p {value}, or unset XDG_CACHE_HOME",
+                )
+            )
+        elif name == "XDG_CACHE_HOME":
+            checks.append(Check("host " + name, True, f"{value} exists: bound into sandboxes and named there"))
+        else:
+            checks.append(
+                Check("host " + name, True, f"set to {value}; the harness sets all HF cache variables itself")
+            )
+    return checks
+
+
+def run_checks(campaign: Campaign, host_env: Mapping[str, str] | None = None) -> list[Check]:
+    host_env = dict(os.environ if host_env is None else host_env)
+    site = campaign.config["site"]
+    steps: list[Callable[[], Check | list[Check]]] = [
+        lambda: check_runtime(site),
+        lambda: check_images(site),
+        lambda: check_nvccli(site),
+        lambda: check_hf_cache(site),
+        lambda: check_tmp_root(site),
+        lambda: check_results_dir(campaign),
+        lambda: check_host_cache_vars(site, host_env),
+    ]
+    checks: list[Check] = []
+    for step in steps:
+        result = step()
+        checks.extend(result if isinstance(result, list) else [result])
+    return checks

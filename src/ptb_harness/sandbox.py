@@ -1,0 +1,198 @@
+"""Sandboxes for the agent and the scorer: one view, two runtimes.
+
+``none`` runs a clean host subprocess (laptops, CI, the demo); ``apptainer`` runs the
+same command in a container. Both give the process the same view: the same variable
+names, HOME with the task in HOME/task, TMPDIR, one Hugging Face cache named by all of
+its variables, the XDG cache, and the cell's GPUs.
+
+Secrets and every other value travel only in the environment of the launched process:
+with apptainer as ``APPTAINERENV_<NAME>`` variables, never as ``--env NAME=value`` on the
+command line (visible in ``ps`` and in logs) and never in a file. /proc/PID/environ is
+readable only by the same user and root.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ptb_harness.errors import ConfigError
+
+Role = Literal["agent", "scorer"]
+
+#: Where the shared Hugging Face home appears inside an apptainer sandbox.
+SANDBOX_HF_HOME = "/hf_home"
+#: The Hugging Face variables that choose a cache, highest priority first in
+#: huggingface_hub (HF_HUB_CACHE > HUGGINGFACE_HUB_CACHE > $HF_HOME/hub). All are set
+#: together, so no host-wide value can win (seed item 2).
+HF_VARS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE")
+
+
+@dataclass(frozen=True)
+class Bind:
+    src: Path
+    dst: str
+    read_only: bool = False
+
+    def arg(self) -> str:
+        return f"{self.src}:{self.dst}" + (":ro" if self.read_only else "")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What to execute on the host: argv, its whole environment, and its cwd."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    #: the names (never values) of the variables the sandboxed process sees
+    visible_names: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class View:
+    """Paths as the sandboxed process sees them."""
+
+    home: str
+    tmp: str
+    hf_home: str
+    xdg_cache: str
+
+    def hf_env(self) -> dict[str, str]:
+        hub = f"{self.hf_home}/hub"
+        return {
+            "HF_HOME": self.hf_home,
+            "HF_HUB_CACHE": hub,
+            "HUGGINGFACE_HUB_CACHE": hub,
+            "HF_DATASETS_CACHE": f"{self.hf_home}/datasets",
+        }
+
+
+class Sandbox:
+    """Builds launches for one site (the profile's ``site`` knobs)."""
+
+    def __init__(self, site: Mapping[str, Any], host_env: Mapping[str, str]):
+        self.site = site
+        self.host_env = host_env
+        self.runtime = site["runtime"]
+
+    # -- what the sandbox sees -------------------------------------------------------------
+    def host_xdg_cache(self) -> Path | None:
+        """The host's XDG cache dir, bound through when it exists (seed item 3)."""
+        value = self.host_env.get("XDG_CACHE_HOME")
+        return Path(value) if value and Path(value).is_dir() else None
+
+    def view(self, job_home: Path, job_tmp: Path, hf_home_host: Path | None) -> View:
+        xdg = self.host_xdg_cache()
+        if self.runtime == "none":
+            home = str(job_home)
+            return View(
+                home=home,
+                tmp=str(job_tmp),
+                hf_home=str(hf_home_host) if hf_home_host else f"{home}/.cache/huggingface",
+                xdg_cache=str(xdg) if xdg else f"{home}/.cache",
+            )
+        home = self.site["sandbox_home"]
+        return View(
+            home=home,
+            tmp="/tmp",
+            hf_home=SANDBOX_HF_HOME if hf_home_host else f"{home}/.cache/huggingface",
+            xdg_cache=str(xdg) if xdg else f"{home}/.cache",
+        )
+
+    # -- the launch ------------------------------------------------------------------------
+    def launch(
+        self,
+        *,
+        role: Role,
+        command: Sequence[str],
+        job_home: Path,
+        job_tmp: Path,
+        workdir: str,
+        env: Mapping[str, str],
+        pass_names: Sequence[str] = (),
+        gpus: Sequence[str] = (),
+        binds: Sequence[Bind] = (),
+        hf_home_host: Path | None = None,
+        hf_read_only: bool = False,
+    ) -> Launch:
+        """A launch of ``command`` (paths as seen inside) with HOME=job_home, cwd HOME/workdir.
+
+        ``env`` holds the harness's own variables; ``pass_names`` are copied by name from
+        the launching environment when set (secrets: their values never reach argv or disk).
+        """
+        view = self.view(job_home, job_tmp, hf_home_host)
+        inner: dict[str, str] = {
+            "HOME": view.home,
+            "TMPDIR": view.tmp,
+            "LANG": self.host_env.get("LANG", "C.UTF-8"),
+            "PYTHONNOUSERSITE": "1",
+            "XDG_CACHE_HOME": view.xdg_cache,
+            **view.hf_env(),
+            **env,
+        }
+        for name in pass_names:
+            if name in self.host_env:
+                inner[name] = self.host_env[name]
+        # the cell's GPUs; a cell without GPUs sees none (not every card of the node)
+        inner["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        inner["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus) if gpus else "void"
+        visible = sorted(inner)
+        if self.runtime == "none":
+            path = self.host_env.get("PATH", os.defpath)
+            # no image: the sandbox's `python` is the harness's interpreter
+            inner["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), path])
+            return Launch(list(command), inner, job_home / workdir, sorted(inner))
+        return self._apptainer(
+            role, command, job_home, job_tmp, workdir, inner, gpus, binds, hf_home_host, hf_read_only, visible
+        )
+
+    def _apptainer(
+        self,
+        role: Role,
+        command: Sequence[str],
+        job_home: Path,
+        job_tmp: Path,
+        workdir: str,
+        inner: dict[str, str],
+        gpus: Sequence[str],
+        binds: Sequence[Bind],
+        hf_home_host: Path | None,
+        hf_read_only: bool,
+        visible: list[str],
+    ) -> Launch:
+        site = self.site
+        image = site["agent_image"] if role == "agent" else site["scorer_image"]
+        if not image:
+            raise ConfigError(f"site.{role}_image: required with runtime apptainer")
+        home = site["sandbox_home"]
+        argv = [site["apptainer"], "exec", "--nv", "-c"]
+        if site["isolate_gpus"]:
+            # with -c, --nvccli leaves only NVIDIA_VISIBLE_DEVICES' cards in the sandbox
+            argv.append("--nvccli")
+        if site["cleanenv"]:
+            argv.append("--cleanenv")
+        argv += ["--writable-tmpfs", "--home", f"{job_home}:{home}", "--pwd", f"{home}/{workdir}"]
+        all_binds = [Bind(job_tmp, "/tmp")]
+        if hf_home_host is not None:
+            all_binds.append(Bind(hf_home_host, SANDBOX_HF_HOME, read_only=hf_read_only))
+        xdg = self.host_xdg_cache()
+        if xdg is not None:
+            all_binds.append(Bind(xdg, str(xdg)))
+        all_binds += list(binds)
+        all_binds += [Bind(Path(b["src"]), b.get("dst", b["src"]), b.get("read_only", False)) for b in site["binds"]]
+        for b in all_binds:
+            argv += ["--bind", b.arg()]
+        argv += [image, *command]
+        # the apptainer process's own environment: PATH to find apptainer, the GPU list
+        # for --nvccli, and every sandbox variable as APPTAINERENV_<NAME>
+        env = {"PATH": self.host_env.get("PATH", os.defpath)}
+        if site["isolate_gpus"]:
+            env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus) if gpus else "void"
+        for name, value in inner.items():
+            env[f"APPTAINERENV_{name}"] = value
+        return Launch(argv, env, job_home, visible)

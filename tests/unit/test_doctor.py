@@ -1,0 +1,119 @@
+"""doctor: each check on this machine, and the command's table and exit code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from conftest import REPO, make_workdir
+
+from ptb_harness.doctor import (
+    check_hf_cache,
+    check_host_cache_vars,
+    check_images,
+    check_nvccli,
+    check_runtime,
+    check_tmp_root,
+)
+
+SITE = {
+    "runtime": "none",
+    "apptainer": "apptainer",
+    "agent_image": None,
+    "scorer_image": None,
+    "isolate_gpus": False,
+    "hf_home": None,
+    "hf_cache_mode": "overlay",
+    "tmp_root": None,
+    "min_tmp_free_gb": 0,
+}
+
+
+def test_runtime_none_needs_no_apptainer_and_apptainer_is_missing_here():
+    assert check_runtime(SITE).ok
+    missing = check_runtime({**SITE, "runtime": "apptainer", "apptainer": "apptainer-not-installed-here"})
+    assert not missing.ok and "install apptainer" in missing.line()
+
+
+def test_runtime_apptainer_found(tmp_path):
+    # a stand-in for apptainer (none can be installed here): prints a version like the real one
+    fake = tmp_path / "apptainer"
+    fake.write_text("#!/bin/sh\necho 'apptainer version 1.3.4'\n")
+    fake.chmod(0o755)
+    check = check_runtime({**SITE, "runtime": "apptainer", "apptainer": str(fake)})
+    assert check.ok and "1.3.4" in check.detail
+
+
+def test_images(tmp_path):
+    site = {**SITE, "runtime": "apptainer", "agent_image": str(tmp_path / "agent.sif"), "scorer_image": None}
+    (tmp_path / "agent.sif").write_bytes(b"SIF")
+    agent, scorer = check_images(site)
+    assert agent.ok and not scorer.ok and "site.scorer_image" in scorer.fix
+    assert not check_images({**site, "agent_image": str(tmp_path / "gone.sif")})[0].ok
+
+
+def test_nvccli_only_matters_when_isolating():
+    assert check_nvccli(SITE).ok
+    assert not check_nvccli({**SITE, "isolate_gpus": True}).ok  # no nvidia-container-cli on this machine
+
+
+def test_hf_cache_modes(tmp_path):
+    assert check_hf_cache(SITE).ok
+    assert not check_hf_cache({**SITE, "hf_home": str(tmp_path / "nope")}).ok
+    assert check_hf_cache({**SITE, "hf_home": str(tmp_path), "hf_cache_mode": "ro"}).ok
+    overlay = check_hf_cache({**SITE, "hf_home": str(tmp_path), "hf_cache_mode": "overlay"})
+    assert overlay.ok == (Path("/dev/fuse").exists() and bool(__import__("shutil").which("fuse-overlayfs")))
+
+
+def test_tmp_root_space_and_writability(tmp_path):
+    assert check_tmp_root({**SITE, "tmp_root": str(tmp_path)}).ok
+    too_small = check_tmp_root({**SITE, "tmp_root": str(tmp_path), "min_tmp_free_gb": 10**9})
+    assert not too_small.ok and "min_tmp_free_gb" in too_small.detail
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        if os.geteuid() != 0:  # root writes anywhere: the permission case needs a normal user
+            assert not check_tmp_root({**SITE, "tmp_root": str(ro)}).ok
+    finally:
+        ro.chmod(0o700)
+    assert not check_tmp_root({**SITE, "tmp_root": "/proc/no-such-dir"}).ok
+
+
+def test_host_cache_variables(tmp_path):
+    checks = check_host_cache_vars(SITE, {"HUGGINGFACE_HUB_CACHE": "/x", "XDG_CACHE_HOME": str(tmp_path / "missing")})
+    by_name = {c.name: c for c in checks}
+    assert by_name["host HUGGINGFACE_HUB_CACHE"].ok
+    assert not by_name["host XDG_CACHE_HOME"].ok and "mkdir -p" in by_name["host XDG_CACHE_HOME"].fix
+    assert check_host_cache_vars(SITE, {"XDG_CACHE_HOME": str(tmp_path)})[0].ok
+
+
+def run_doctor(workdir: Path, profile: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ptb_harness", "doctor", "--workdir", str(workdir), "--profile", str(profile)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(workdir / "no-such-cache")},
+    )
+
+
+def test_doctor_command_passes_for_local_and_fails_for_an_apptainer_site(tmp_path):
+    workdir = make_workdir(tmp_path / "w")
+    ok = run_doctor(workdir, REPO / "profiles" / "local")
+    lines = ok.stdout.splitlines()
+    assert any(line.startswith("OK   runtime: none") for line in lines)
+    # the planted XDG_CACHE_HOME does not exist: that one check fails, with its fix
+    assert ok.returncode == 1 and "FAIL host XDG_CACHE_HOME" in ok.stdout
+
+    profile = tmp_path / "cluster"
+    profile.mkdir()
+    site = {"site": {"runtime": "apptainer", "agent_image": "/no/agent.sif", "isolate_gpus": True}}
+    (profile / "site.yaml").write_text(yaml.safe_dump(site))
+    bad = run_doctor(workdir, profile)
+    assert bad.returncode == 1
+    for expected in ("FAIL runtime: apptainer", "FAIL agent_image", "FAIL scorer_image", "FAIL isolate_gpus"):
+        assert expected in bad.stdout, bad.stdout
+    assert bad.stdout.splitlines()[-1].endswith("FAIL")
