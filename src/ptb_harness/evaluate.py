@@ -23,13 +23,13 @@ from typing import Any
 
 from ptb_harness.campaign import Campaign, Cell
 from ptb_harness.errors import HarnessError
-from ptb_harness.gpu import load_nvml, reap
+from ptb_harness.gpu import job_gpu_set, load_nvml, reap
 from ptb_harness.gpu_monitor import GpuMonitor
 from ptb_harness.hf_cache import hf_cache_view
 from ptb_harness.procs import iso_utc, run_budgeted, utc_stamp
 from ptb_harness.records import atomic_write_bytes, atomic_write_json, read_json
 from ptb_harness.sandbox import Bind, Sandbox
-from ptb_harness.solve import cell_gpu_set, describe
+from ptb_harness.solve import describe
 from ptb_harness.tasks import TaskSpec, load_task
 
 log = logging.getLogger("ptb_harness.evaluate")
@@ -100,9 +100,9 @@ def run_evaluate(
     work = Path(tempfile.mkdtemp(prefix=f"ptb-eval-{cell.slug}-", dir=tmp_root))
     sandbox = Sandbox(site, host_env)
     nvml = load_nvml()
-    gpu_set = cell_gpu_set(cell, site, host_env, nvml)
-    gpus = gpu_set.sandbox_ids()
     try:
+        gpu_set = stack.enter_context(job_gpu_set(cell.num_gpus, site, host_env, nvml))
+        gpus = gpu_set.sandbox_ids()
         home, tmp = work / "home", work / "tmp"
         shutil.copytree(task.dir, home / "task", symlinks=False)
         tmp.mkdir()

@@ -15,12 +15,15 @@ to "no GPUs".
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import signal
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from ptb_harness.errors import HarnessError
@@ -261,6 +264,76 @@ def resolve_gpu_set(env: Mapping[str, str], explicit: str | None = None, nvml: A
     if not request.known:
         return GpuSet(request, (), driver=True)
     return GpuSet(request, tuple(resolve_ids(request.ids or (), devices)), driver=True)
+
+
+# -- leases: one card per job on machines without a scheduler -------------------------------
+
+
+def _lock_path(lock_dir: Path, gpu_id: str) -> Path:
+    return lock_dir / f"gpu-{gpu_id.replace('/', '_')}.lock"
+
+
+@contextlib.contextmanager
+def lease_gpus(
+    pool: Sequence[str], count: int, lock_dir: Path, timeout_s: float = 7 * 86400, poll_s: float = 1.0
+) -> Iterator[list[str]]:
+    """Hold ``count`` ids of ``pool`` exclusively for the with-block.
+
+    An flock per card: released by the kernel when the holder exits however it exits,
+    so a killed job never leaves a card leased. All-or-nothing, so two jobs each
+    holding half of what they need cannot wait on each other forever.
+    """
+    if count > len(pool):
+        raise HarnessError(f"site.gpu_pool has {len(pool)} GPU(s), the cell needs {count}")
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(PermissionError):
+        lock_dir.chmod(0o1777)  # every user of the machine leases from the same pool
+    deadline = time.monotonic() + timeout_s
+    while True:
+        held: list[tuple[str, int]] = []
+        for gpu_id in pool:
+            fd = os.open(_lock_path(lock_dir, gpu_id), os.O_RDONLY | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            held.append((gpu_id, fd))
+            if len(held) == count:
+                break
+        if len(held) == count:
+            break
+        for _, fd in held:
+            os.close(fd)
+        if time.monotonic() > deadline:
+            raise HarnessError(f"no {count} free GPU(s) in site.gpu_pool after {timeout_s:.0f} s")
+        time.sleep(poll_s)
+    try:
+        yield [g for g, _ in held]
+    finally:
+        for _, fd in held:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def job_gpu_set(num_gpus: int, site: Mapping[str, Any], env: Mapping[str, str], nvml: Any | None) -> Iterator[GpuSet]:
+    """The GPU set of a job that needs ``num_gpus`` cards, for the duration of the job.
+
+    With ``site.gpu_pool`` (a machine without a scheduler) the cards are leased from
+    the pool; otherwise they are whatever the scheduler (or site.gpu_ids) says.
+    """
+    if num_gpus == 0:
+        yield GpuSet(GpuRequest("cell needs no GPU", ()), (), driver=nvml is not None)
+        return
+    pool = site.get("gpu_pool")
+    if not pool:
+        yield resolve_gpu_set(env, site.get("gpu_ids"), nvml)
+        return
+    lock_dir = Path(site.get("gpu_lock_dir") or Path(tempfile.gettempdir()) / "ptb-gpu-locks")
+    with lease_gpus(_split_ids(str(pool)), num_gpus, lock_dir) as ids:
+        request = GpuRequest("site.gpu_pool lease", tuple(ids))
+        devices = tuple(resolve_ids(ids, list_gpus(nvml))) if nvml is not None else ()
+        yield GpuSet(request, devices, driver=nvml is not None)
 
 
 # -- reaping ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ dir is kept and its path logged, so nothing the agent produced is lost.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -25,7 +26,7 @@ from ptb_harness import __version__
 from ptb_harness.agents import AgentSpec, load_agent
 from ptb_harness.campaign import Campaign, Cell
 from ptb_harness.errors import HarnessError
-from ptb_harness.gpu import GpuSet, load_nvml, requested_gpus, resolve_gpu_set
+from ptb_harness.gpu import GpuSet, job_gpu_set, load_nvml
 from ptb_harness.gpu_monitor import GpuMonitor
 from ptb_harness.hf_cache import hf_cache_view
 from ptb_harness.preflight import preflight_command, verdict
@@ -68,15 +69,6 @@ class JobDir:
     @property
     def harness(self) -> Path:
         return self.root / "harness"
-
-
-def cell_gpu_set(cell: Cell, site: Mapping[str, object], host_env: Mapping[str, str], nvml: object) -> GpuSet:
-    """The job's GPUs, resolved once (an unknown or ambiguous id fails the job)."""
-    return (
-        resolve_gpu_set(host_env, site.get("gpu_ids"), nvml)
-        if cell.num_gpus
-        else GpuSet(requested_gpus({}, ""), (), driver=nvml is not None)
-    )
 
 
 def run_preflight(
@@ -264,7 +256,8 @@ def run_solve(
 
     model_source = campaign.model_source(cell.model)
     nvml = load_nvml()
-    gpu_set = cell_gpu_set(cell, site, host_env, nvml)
+    held = contextlib.ExitStack()  # the job's GPUs (leased on machines without a scheduler)
+    gpu_set = held.enter_context(job_gpu_set(cell.num_gpus, site, host_env, nvml))
     gpus = gpu_set.sandbox_ids()
     gpu_info = ", ".join(f"{g.name} {g.uuid}" for g in gpu_set.gpus) or ", ".join(gpus) or "no GPU"
     prompt = render_prompt(campaign, cell, task, model_source, gpu_info)
@@ -365,6 +358,8 @@ def run_solve(
     except BaseException:
         log.error("harness failed; job dir kept for inspection: %s", job.root)
         raise
+    finally:
+        held.close()
     if not site["keep_job_dir"]:
         shutil.rmtree(job.root, ignore_errors=True)
     return record

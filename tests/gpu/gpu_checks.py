@@ -86,6 +86,33 @@ def stop(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
+def scope_checks(gpus, user: str, procs: list[subprocess.Popen]) -> None:
+    """With two GPUs: the cell's set is GPU 1; nothing on GPU 0 may ever die."""
+    g1 = gpus[1]
+    for ids in ("1", g1.uuid, g1.uuid[:12]):
+        root0, user0 = start_holder(None, 0), start_holder(user, 0)
+        root1, user1 = start_holder(None, 1), start_holder(user, 1)
+        procs += [root0, user0, root1, user1]
+        reap_cli(None, "--mode", "all", "--gpus", ids)
+        check(
+            not alive(root1) and not alive(user1) and alive(root0) and alive(user0),
+            f"all, cell set {ids!r}: both holders on GPU 1 died; both on GPU 0 survived",
+        )
+        root1, user1 = start_holder(None, 1), start_holder(user, 1)
+        procs += [root1, user1]
+        reap_cli(None, "--mode", "own", "--gpus", ids)
+        check(
+            not alive(root1) and alive(user1) and alive(root0) and alive(user0),
+            f"own as root, cell set {ids!r}: only root's holder on GPU 1 died",
+        )
+        reap_cli(user, "--mode", "own", "--gpus", ids)
+        check(
+            not alive(user1) and alive(root0) and alive(user0),
+            f"own as {user}, cell set {ids!r}: only {user}'s holder on GPU 1 died; GPU 0 untouched",
+        )
+        stop([root0, user0])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--user", default="ptbgpu2")
@@ -154,6 +181,9 @@ def main() -> int:
 
         res = reap_cli(None, "--mode", "all")
         check(res.returncode != 0 and "gpu_scope: node" in res.stdout + res.stderr, "all with no GPU set: refused")
+
+        if len(gpus) >= 2:
+            scope_checks(gpus, user, procs)
 
         # timing: the reap decision (list + choose) through NVML vs one nvidia-smi spawn
         holder = start_holder(user)

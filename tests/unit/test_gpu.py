@@ -349,3 +349,44 @@ def test_monitor_writes_rows_for_the_cells_gpus_only(tmp_path):
 def test_preflight_verdict(output, ok, reason):
     got_ok, got_reason = verdict(output)
     assert got_ok is ok and reason in got_reason
+
+
+# -- leases ------------------------------------------------------------------------------------
+
+
+def test_leases_give_each_job_its_own_card_and_free_them_when_the_holder_dies(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from ptb_harness.gpu import lease_gpus
+
+    with lease_gpus(["0", "1"], 1, tmp_path) as first, lease_gpus(["0", "1"], 1, tmp_path) as second:
+        assert first == ["0"] and second == ["1"]
+        with (
+            pytest.raises(HarnessError, match="no 1 free GPU"),
+            lease_gpus(["0", "1"], 1, tmp_path, timeout_s=0.3, poll_s=0.1),
+        ):
+            pass
+    with lease_gpus(["0", "1"], 2, tmp_path) as both:
+        assert both == ["0", "1"]
+
+    code = (
+        "import pathlib, time\nfrom ptb_harness.gpu import lease_gpus\n"
+        f"with lease_gpus(['0'], 1, pathlib.Path('{tmp_path}')):\n    print('held', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(HarnessError), lease_gpus(["0"], 1, tmp_path, timeout_s=0.2, poll_s=0.05):
+        pass
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    with lease_gpus(["0"], 1, tmp_path, timeout_s=2, poll_s=0.05) as ids:
+        assert ids == ["0"], "a killed job's lease is free again"
+
+
+def test_pool_smaller_than_the_cell_is_an_error(tmp_path):
+    from ptb_harness.gpu import lease_gpus
+
+    with pytest.raises(HarnessError, match="gpu_pool has 1 GPU"), lease_gpus(["0"], 2, tmp_path):
+        pass
