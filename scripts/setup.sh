@@ -18,6 +18,11 @@ if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
         exit 1
     fi
 fi
+# fuse-overlayfs: the HF cache overlay (site.hf_cache_mode: overlay) and its tests
+if ! command -v fuse-overlayfs >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse-overlayfs fuse3) >/dev/null \
+        || echo "setup: could not install fuse-overlayfs (only the overlay cache mode needs it)" >&2
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[demo,test]"
