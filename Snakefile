@@ -21,4 +21,5 @@ rule all:
     input:
         metrics=all_cell_files("metrics.json"),
         parsed_traces=all_cell_files("solve_parsed.txt"),
+        sanitized_traces=all_cell_files("solve_out_sanitized.txt"),
         tables=TABLES.values(),

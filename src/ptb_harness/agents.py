@@ -29,6 +29,8 @@ class AgentSpec:
     env_passthrough: tuple[str, ...]
     #: API-key variable names this agent may receive.
     api_keys: tuple[str, ...]
+    #: agent.json "trace_format": "auto" (detect and parse) or "raw" (copy, still sanitized)
+    trace_format: str = "auto"
 
     @property
     def solve_sh(self) -> Path:
@@ -69,9 +71,28 @@ def load_agent(agent_dir: Path) -> AgentSpec:
         except ValueError as e:
             raise ConfigError(f"{keys_file}: not valid JSON ({e})") from None
         api_keys = check_env_names(data, str(keys_file))
+    settings = _read_settings(agent_dir / "agent.json")
     return AgentSpec(
         name=agent_dir.name,
         dir=agent_dir,
         env_passthrough=_read_passthrough(agent_dir / "env_passthrough.txt"),
         api_keys=tuple(api_keys),
+        trace_format=settings.get("trace_format", "auto"),
     )
+
+
+def _read_settings(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ConfigError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must hold a JSON object")
+    unknown = set(data) - {"trace_format"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
+    if data.get("trace_format", "auto") not in ("auto", "raw"):
+        raise ConfigError(f'{path}: trace_format must be "auto" or "raw"')
+    return data

@@ -67,9 +67,29 @@ def _reap(args: argparse.Namespace) -> int:
 
 
 def _parse_trace(args: argparse.Namespace) -> int:
+    from ptb_harness.agents import load_agent
+    from ptb_harness.tasks import load_task
     from ptb_harness.traces import parse_trace_file
+    from ptb_harness.traces.redact import secrets_from_env
 
-    parse_trace_file(Path(args.raw), Path(args.out))
+    names: list[str] = []
+    raw_only = args.raw_only
+    if args.agent_dir:
+        agent = load_agent(Path(args.agent_dir))
+        names += [*agent.env_passthrough, *agent.api_keys]
+        raw_only = raw_only or agent.trace_format == "raw"
+    if args.task_dir:
+        names += load_task(Path(args.task_dir)).required_api_keys
+    stats = parse_trace_file(
+        Path(args.raw),
+        Path(args.out),
+        sanitized_raw=Path(args.sanitized_raw) if args.sanitized_raw else None,
+        sanitized_parsed=Path(args.sanitized_parsed) if args.sanitized_parsed else None,
+        secrets=secrets_from_env(names, os.environ),
+        raw_only=raw_only,
+    )
+    # one line for the harness's log, however many lines could not be parsed
+    print(stats.summary(), file=sys.stderr)
     return 0
 
 
@@ -89,9 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print what would be killed, kill nothing")
     p.add_argument("--wait", type=float, default=60, help="seconds to wait for killed processes to leave")
     p.set_defaults(func=_reap)
-    p = sub.add_parser("parse-trace", help="raw agent trace -> readable transcript")
-    p.add_argument("raw")
-    p.add_argument("out")
+    p = sub.add_parser("parse-trace", help="raw agent trace -> readable transcript (format detected from content)")
+    p.add_argument("raw", help="the raw trace (e.g. a cell's solve_out.txt)")
+    p.add_argument("out", help="where the transcript goes")
+    p.add_argument("--sanitized-raw", help="also write the raw trace with secrets redacted here")
+    p.add_argument("--sanitized-parsed", help="also write the transcript with secrets redacted here")
+    p.add_argument(
+        "--agent-dir", help="the agent's dir: its passthrough/API-key names are secrets; agent.json settings"
+    )
+    p.add_argument("--task-dir", help="the task's dir: its required API keys are secrets")
+    p.add_argument("--raw-only", action="store_true", help="copy verbatim (still sanitized) instead of parsing")
     p.set_defaults(func=_parse_trace)
     args = parser.parse_args(argv)
     try:

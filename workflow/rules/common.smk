@@ -14,6 +14,8 @@ except ConfigError as e:
 
 # as configured (relative to the working directory, or absolute), so plans stay readable
 RESULTS = config["paths"]["results_dir"]
+# the harness's interpreter, for shell rules that call `python -m ptb_harness`
+PYTHON = sys.executable
 # one directory per cell; the layout is defined once, in ptb_harness.campaign
 CELL = f"{RESULTS}/{CELL_DIR_PATTERN}"
 TABLES = {

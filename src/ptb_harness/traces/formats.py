@@ -1,0 +1,344 @@
+"""Renderers: one event of a known format -> lines of the common transcript shape.
+
+Every transcript line is `[time] KIND: text` with KIND one of ASSISTANT, THINKING,
+TOOL CALL, TOOL RESULT, USER, SYSTEM, ERROR, RESULT. Long tool inputs and outputs are
+cut with a count of what was cut. Each renderer also gathers the header facts (CLI
+version, model) and the usage and cost totals the format reports.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+TOOL_INPUT_LIMIT = 1000
+TOOL_OUTPUT_LIMIT = 2000
+
+
+def cut(text: Any, limit: int) -> str:
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False, sort_keys=True)
+    text = text.replace("\r", "").rstrip("\n")
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} [... {len(text) - limit} more characters cut]"
+
+
+def tool_call(name: Any, call_id: Any, args: Any) -> str:
+    return f"TOOL CALL {name} ({call_id}): {cut(args if args is not None else '', TOOL_INPUT_LIMIT)}"
+
+
+def tool_result(call_id: Any, output: Any, note: str = "") -> str:
+    return f"TOOL RESULT ({call_id}){note}: {cut(output if output is not None else '', TOOL_OUTPUT_LIMIT)}"
+
+
+def one_line(text: Any) -> str:
+    return (text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)).rstrip("\n")
+
+
+class Renderer:
+    """Base: header facts, token usage and cost totals."""
+
+    name = "plain"
+    #: event types of this format (a line with no distinguishing key is accepted by type)
+    types: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self.facts: dict[str, str] = {}
+        self.usage: Counter = Counter()
+        self.cost_usd: float | None = None
+        self.events: Counter = Counter()
+
+    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def fact(self, key: str, value: Any) -> None:
+        if value and key not in self.facts:
+            self.facts[key] = str(value)
+
+    def add_usage(self, usage: Any, keys: tuple[str, ...]) -> None:
+        if isinstance(usage, dict):
+            for k in keys:
+                v = usage.get(k)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    self.usage[k] += v
+
+    def summary(self) -> list[str]:
+        out = []
+        if self.usage:
+            out.append("tokens: " + ", ".join(f"{k} {v:,}" for k, v in self.usage.items()))
+        if self.cost_usd is not None:
+            out.append(f"cost: ${self.cost_usd:.4f}")
+        return out
+
+
+def _ms_to_iso(ms: Any) -> str:
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return ""
+
+
+class Claude(Renderer):
+    name = "claude"
+    types = frozenset({"system", "assistant", "user", "result", "stream_event", "rate_limit_event"})
+
+    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+        t = obj.get("type")
+        self.events[t] += 1
+        if t == "system":
+            self.fact("cli_version", obj.get("claude_code_version"))
+            self.fact("model", obj.get("model"))
+            if obj.get("subtype") == "init":
+                return [f"SYSTEM: init, model {obj.get('model', '?')}, {len(obj.get('tools') or [])} tools"]
+            return [f"SYSTEM: {obj.get('subtype', '')}"]
+        if t in ("assistant", "user"):
+            message = obj.get("message") or {}
+            self.fact("model", message.get("model"))
+            self.add_usage(message.get("usage"), ("input_tokens", "output_tokens"))
+            return [line for block in message.get("content") or [] for line in self._block(block, t)]
+        if t == "result":
+            if isinstance(obj.get("total_cost_usd"), (int, float)):
+                self.cost_usd = float(obj["total_cost_usd"])
+            kind = "ERROR" if obj.get("is_error") else "RESULT"
+            text = f"{obj.get('subtype', '')}, {obj.get('num_turns', '?')} turns, {obj.get('duration_ms', '?')} ms"
+            return [f"{kind}: {text}"] + (
+                [f"RESULT: {cut(obj['result'], TOOL_OUTPUT_LIMIT)}"] if obj.get("result") else []
+            )
+        return []  # stream_event / rate_limit_event: counted, not shown
+
+    def _block(self, block: Any, role: str) -> list[str]:
+        if not isinstance(block, dict):
+            return []
+        kind = block.get("type")
+        if kind == "text":
+            return [f"{'ASSISTANT' if role == 'assistant' else 'USER'}: {one_line(block.get('text', ''))}"]
+        if kind in ("thinking", "redacted_thinking"):
+            return [f"THINKING: {one_line(block.get('thinking', '[redacted]'))}"]
+        if kind == "tool_use":
+            return [tool_call(block.get("name"), block.get("id"), block.get("input"))]
+        if kind == "tool_result":
+            content = block.get("content")
+            if isinstance(content, list):
+                content = "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
+            err = " ERROR" if block.get("is_error") else ""
+            return [tool_result(block.get("tool_use_id"), content, err)]
+        return []
+
+
+class Codex(Renderer):
+    """Codex `exec --json`: thread/turn/item events."""
+
+    name = "codex"
+    types = frozenset({"thread.started", "turn.started", "turn.completed", "turn.failed", "error"})
+
+    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+        t = obj.get("type", "")
+        self.events[t] += 1
+        if t == "thread.started":
+            return [f"SYSTEM: thread {obj.get('thread_id', '')}"]
+        if t == "turn.completed":
+            self.add_usage(obj.get("usage"), ("input_tokens", "cached_input_tokens", "output_tokens"))
+            return []
+        if t in ("turn.failed", "error"):
+            err = obj.get("error") or {}
+            return [f"ERROR: {one_line(err.get('message', err) if isinstance(err, dict) else obj.get('message', err))}"]
+        if t == "item.completed" or (
+            t == "item.started" and (obj.get("item") or {}).get("type") == "command_execution"
+        ):
+            return self._item(obj.get("item") or {}, started=t == "item.started")
+        return []
+
+    def _item(self, item: dict[str, Any], started: bool) -> list[str]:
+        kind = item.get("type") or item.get("item_type")
+        if kind == "command_execution":
+            if started:
+                return [tool_call("shell", item.get("id"), item.get("command"))]
+            out = item.get("aggregated_output", "")
+            return [tool_result(item.get("id"), out, f" exit {item.get('exit_code')}")]
+        if kind == "agent_message":
+            return [f"ASSISTANT: {one_line(item.get('text', ''))}"]
+        if kind == "reasoning":
+            return [f"THINKING: {one_line(item.get('text', ''))}"]
+        if kind == "file_change":
+            changes = ", ".join(
+                f"{c.get('kind')} {c.get('path')}" for c in item.get("changes") or [] if isinstance(c, dict)
+            )
+            return [tool_call("apply_patch", item.get("id"), changes)]
+        if kind == "mcp_tool_call":
+            return [tool_call(f"{item.get('server')}.{item.get('tool')}", item.get("id"), item.get("arguments"))]
+        if kind == "web_search":
+            return [tool_call("web_search", item.get("id"), item.get("query"))]
+        if kind == "todo_list":
+            return [f"SYSTEM: todo list: {cut(item.get('items'), TOOL_INPUT_LIMIT)}"]
+        if kind == "error":
+            return [f"ERROR: {one_line(item.get('message', ''))}"]
+        return []
+
+
+class CodexLegacy(Renderer):
+    """Codex before the dotted events: {"id", "msg": {"type", ...}} after config/prompt lines."""
+
+    name = "codex_legacy"
+    types = frozenset()
+
+    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+        msg = obj.get("msg")
+        if not isinstance(msg, dict):
+            self.fact("model", obj.get("model"))
+            return [f"USER: {one_line(obj['prompt'])}"] if "prompt" in obj else []
+        t = msg.get("type")
+        self.events[t] += 1
+        if t == "agent_message":
+            return [f"ASSISTANT: {one_line(msg.get('message', ''))}"]
+        if t in ("agent_reasoning", "agent_reasoning_raw_content"):
+            return [f"THINKING: {one_line(msg.get('text', ''))}"]
+        if t == "exec_command_begin":
+            return [tool_call("shell", msg.get("call_id"), msg.get("command"))]
+        if t == "exec_command_end":
+            out = (msg.get("stdout") or "") + (msg.get("stderr") or "")
+            return [tool_result(msg.get("call_id"), out, f" exit {msg.get('exit_code')}")]
+        if t == "token_count":
+            self.usage = Counter()  # cumulative in this format: keep the last
+            self.add_usage(
+                msg.get("info", {}).get("total_token_usage") if isinstance(msg.get("info"), dict) else msg,
+                ("input_tokens", "output_tokens"),
+            )
+            return []
+        if t == "error":
+            return [f"ERROR: {one_line(msg.get('message', ''))}"]
+        if t == "task_complete":
+            return ["RESULT: task complete"]
+        return []
+
+
+class Gemini(Renderer):
+    """Gemini CLI stream-json; consecutive `delta` chunks of one role become one line."""
+
+    name = "gemini"
+    types = frozenset({"init", "message", "tool_use", "tool_result", "error", "result"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._delta_role: str | None = None
+        self._delta: list[str] = []
+
+    def flush(self) -> list[str]:
+        if not self._delta:
+            return []
+        role = "ASSISTANT" if self._delta_role == "assistant" else "USER"
+        line = f"{role}: {one_line(''.join(self._delta))}"
+        self._delta, self._delta_role = [], None
+        return [line]
+
+    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+        t = obj.get("type")
+        self.events[t] += 1
+        if t == "message" and obj.get("delta"):
+            out = self.flush() if obj.get("role") != self._delta_role else []
+            self._delta_role = obj.get("role")
+            self._delta.append(str(obj.get("content", "")))
+            return out
+        out = self.flush()
+        if t == "init":
+            self.fact("model", obj.get("model"))
+            return out + [f"SYSTEM: init, model {obj.get('model', '?')}"]
+        if t == "message":
+            role = "ASSISTANT" if obj.get("role") == "assistant" else "USER"
+            return out + [f"{role}: {one_line(obj.get('content', ''))}"]
+        if t == "tool_use":
+            return out + [tool_call(obj.get("tool_name"), obj.get("tool_id"), obj.get("parameters"))]
+        if t == "tool_result":
+            err = "" if obj.get("status") in (None, "success") else f" {obj.get('status')}"
+            return out + [tool_result(obj.get("tool_id"), obj.get("output"), err)]
+        if t == "error":
+            return out + [f"ERROR: {one_line(obj.get('message', ''))}"]
+        if t == "result":
+            stats = obj.get("stats") or {}
+            self.add_usage(stats, ("input_tokens", "output_tokens", "total_tokens"))
+            return out + [f"RESULT: {obj.get('status', '')}, {stats.get('tool_calls', '?')} tool calls"]
+        return out
+
+
+class GeminiJson(Renderer):
+    """Gemini CLI --output-format json: one object with `response` and `stats`."""
+
+    name = "gemini_json"
+    types = frozenset()
+
+    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+        self.events["response"] += 1
+        stats = obj.get("stats") or {}
+        for model, m in (stats.get("models") or {}).items():
+            self.fact("model", model)
+            self.add_usage((m or {}).get("tokens"), ("prompt", "candidates", "total"))
+        out = [f"ASSISTANT: {one_line(obj.get('response') or '')}"]
+        if obj.get("error"):
+            out.append(f"ERROR: {one_line(obj['error'])}")
+        return out
+
+
+class OpenCode(Renderer):
+    name = "opencode"
+    types = frozenset({"step_start", "text", "tool_use", "step_finish", "error"})
+
+    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+        t = obj.get("type")
+        self.events[t] += 1
+        part = obj.get("part") or {}
+        if t == "text":
+            return [f"ASSISTANT: {one_line(part.get('text', ''))}"]
+        if t == "tool_use":
+            state = part.get("state") or {}
+            lines = [tool_call(part.get("tool"), part.get("callID"), state.get("input"))]
+            if "output" in state or state.get("status") in ("completed", "error"):
+                err = " ERROR" if state.get("status") == "error" else ""
+                out = state.get("output", state.get("error", ""))
+                lines.append(tool_result(part.get("callID"), out, err))
+            return lines
+        if t == "step_finish":
+            tokens = part.get("tokens") or {}
+            self.add_usage(tokens, ("input", "output", "reasoning"))
+            if isinstance(part.get("cost"), (int, float)):
+                self.cost_usd = (self.cost_usd or 0.0) + float(part["cost"])
+            return []
+        if t == "error":
+            err = obj.get("error") or part
+            return [f"ERROR: {one_line(err.get('message', err) if isinstance(err, dict) else err)}"]
+        return []
+
+
+class Cursor(Renderer):
+    name = "cursor"
+    types = frozenset({"system", "user", "assistant", "thinking", "tool_call", "result"})
+
+    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+        t = obj.get("type")
+        self.events[t] += 1
+        if t == "system":
+            self.fact("model", obj.get("model"))
+            return [f"SYSTEM: init, model {obj.get('model', '?')}"]
+        if t in ("assistant", "user"):
+            content = (obj.get("message") or {}).get("content") or []
+            text = "".join(c.get("text", "") for c in content if isinstance(c, dict))
+            return [f"{'ASSISTANT' if t == 'assistant' else 'USER'}: {one_line(text)}"] if text else []
+        if t == "thinking":
+            return [f"THINKING: {one_line(obj.get('text', ''))}"] if obj.get("text") else []
+        if t == "tool_call":
+            call = obj.get("tool_call") or {}
+            name, body = next(iter(call.items()), ("tool", {}))
+            body = body if isinstance(body, dict) else {}
+            if obj.get("subtype") == "started":
+                return [tool_call(name, obj.get("call_id"), body.get("args"))]
+            return [tool_result(obj.get("call_id"), body.get("result"))]
+        if t == "result":
+            kind = "ERROR" if obj.get("is_error") else "RESULT"
+            return [f"{kind}: {obj.get('duration_ms', '?')} ms: {cut(obj.get('result', ''), TOOL_OUTPUT_LIMIT)}"]
+        return []
+
+
+RENDERERS: dict[str, type[Renderer]] = {
+    r.name: r for r in (Claude, Codex, CodexLegacy, Gemini, GeminiJson, OpenCode, Cursor)
+}

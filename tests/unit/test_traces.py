@@ -1,0 +1,220 @@
+"""Trace detection by content, parsing into one transcript shape, sanitizing, edge cases."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from trace_fixtures import EVENTS, EXPECT, NOISE, write_gemini_json, write_trace
+
+from ptb_harness.traces import parse_trace_file
+from ptb_harness.traces.detect import detect
+from ptb_harness.traces.lines import strip_prefixes
+from ptb_harness.traces.redact import Redactor, secrets_from_env
+
+FORMATS = sorted(EVENTS)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_each_format_is_detected_and_rendered(tmp_path, fmt):
+    raw = write_trace(tmp_path / "solve_out.txt", fmt)
+    out = tmp_path / "parsed.txt"
+    stats = parse_trace_file(raw, out)
+    assert stats.format == fmt, stats.votes
+    text = out.read_text()
+    assert text.startswith(f"# trace format: {fmt} (detected from content)")
+    for expected in EXPECT[fmt]:
+        assert expected in text, f"{expected!r} missing from:\n{text}"
+    # noise is counted, never echoed; foreign JSON likewise
+    assert stats.noise_lines == len(NOISE) and stats.foreign_json_lines == 2
+    assert "Collecting torch" not in text and "wandb" not in text
+    assert f"{len(NOISE)} non-JSON skipped, 2 foreign JSON skipped" in text
+    # long tool output is cut, with a count of what was cut
+    if "xxx" in " ".join(EXPECT[fmt]):
+        assert "[... 3000 more characters cut]" in text
+    # timestamps of the harness's prefixes are kept
+    assert "[2026-11-29T10:00:00Z] " in text
+
+
+def test_gemini_single_json_object(tmp_path):
+    raw = write_gemini_json(tmp_path / "solve_out.txt")
+    stats = parse_trace_file(raw, tmp_path / "p.txt")
+    text = (tmp_path / "p.txt").read_text()
+    assert stats.format == "gemini_json"
+    for expected in EXPECT["gemini_json"]:
+        assert expected in text
+
+
+def test_truncated_last_line_is_noise_not_a_crash(tmp_path):
+    raw = write_trace(tmp_path / "t.txt", "claude", truncate_last=True)
+    stats = parse_trace_file(raw, tmp_path / "p.txt")
+    assert stats.format == "claude" and stats.noise_lines == len(NOISE) + 1
+
+
+@pytest.mark.parametrize(
+    ("content", "lines"),
+    [(b"", 0), (b"just one line of text", 1), (bytes(range(256)) * 40, None), (b"\x00\xff\xfe{garbage}\n" * 50, 50)],
+    ids=["empty", "one-line", "binary", "binary-lines"],
+)
+def test_plain_copies_verbatim(tmp_path, content, lines):
+    raw = tmp_path / "t.txt"
+    raw.write_bytes(content)
+    stats = parse_trace_file(raw, tmp_path / "p.txt", sanitized_raw=tmp_path / "s.txt")
+    assert stats.format == "plain"
+    expected = content if content.endswith(b"\n") or not content else content + b"\n"
+    assert (tmp_path / "p.txt").read_bytes() == expected
+    if lines is not None:
+        assert stats.lines == lines
+
+
+def test_one_line_json_trace(tmp_path):
+    raw = tmp_path / "t.txt"
+    raw.write_text(json.dumps(EVENTS["codex"][0]))
+    assert parse_trace_file(raw, tmp_path / "p.txt").format == "codex"
+
+
+def test_gemini_and_opencode_share_tool_use_but_not_its_shape():
+    gem = [e for e in EVENTS["gemini"] if e["type"] == "tool_use"] * 5
+    opc = [e for e in EVENTS["opencode"] if e["type"] == "tool_use"] * 5
+    assert detect(gem)[0] == "gemini"
+    assert detect(opc)[0] == "opencode"
+
+
+def test_cursor_claude_like_events_do_not_make_it_claude():
+    # only the Claude-looking events of a Cursor trace, plus its init: still Cursor
+    events = [e for e in EVENTS["cursor"] if e["type"] in ("system", "assistant", "user", "result")]
+    assert detect(events)[0] == "cursor"
+
+
+def test_decided_by_many_lines_not_the_first(tmp_path):
+    raw = tmp_path / "t.txt"
+    stray = json.dumps({"type": "thread.started", "thread_id": "x"})  # one codex-looking line first
+    raw.write_text(stray + "\n" + "\n".join(json.dumps(e) for e in EVENTS["claude"] * 3) + "\n")
+    assert parse_trace_file(raw, tmp_path / "p.txt").format == "claude"
+
+
+@pytest.mark.parametrize(
+    ("line", "stamp", "rest"),
+    [
+        (b"[2026-11-29T10:00:00Z] {}", "2026-11-29T10:00:00Z", b"{}"),
+        (b"[agent] [2026-11-29T10:00:00Z] {}", "2026-11-29T10:00:00Z", b"{}"),
+        (b"2026-11-29T10:00:00.123Z {}", "2026-11-29T10:00:00.123Z", b"{}"),
+        (b"[stdout] hello", "", b"hello"),
+        (b"{}", "", b"{}"),
+        (b"[unterminated {}", "", b"[unterminated {}"),
+    ],
+)
+def test_prefixes(line, stamp, rest):
+    assert strip_prefixes(line) == (stamp, rest)
+
+
+# -- sanitizing --------------------------------------------------------------------------------
+
+SECRETS = {
+    "ANTHROPIC_API_KEY": "sk-ant-api03-AAAABBBBCCCCDDDD1234",
+    "CLOUD_CRED": "cloud-secret-value-42",
+    "SHORT": "1234567",  # under 8 characters: not redacted
+    "PLACEHOLDER": "your-api-key-here",
+    "PREFIX": "cloud-secret",  # a prefix of CLOUD_CRED: the longer one wins
+}
+
+
+def test_redaction_of_known_values_longest_first_and_token_shapes():
+    r = Redactor(SECRETS)
+    text = (
+        b"key sk-ant-api03-AAAABBBBCCCCDDDD1234 cred cloud-secret-value-42 short 1234567 "
+        b"ph your-api-key-here hf hf_abcdefghijklmnopqrstuvwxyz0123456789 gh ghp_abcdefghijklmnopqrstuvwxyz0123456789 "
+        b"aws AKIAABCDEFGHIJKLMNOP openai sk-proj-zzzzzzzzzzzzzzzzzzzzzzzz"
+    )
+    out = r(text)
+    assert b"[REDACTED:ANTHROPIC_API_KEY]" in out and b"[REDACTED:CLOUD_CRED]" in out
+    assert b"cloud-secret" not in out and b"[REDACTED:PREFIX]" not in out
+    assert b"1234567" in out and b"your-api-key-here" in out
+    for label in (b"hf-token", b"github-token", b"aws-key", b"sk-token"):
+        assert b"[REDACTED:" + label + b"]" in out
+    assert b"zzzzzzzz" not in out
+
+
+def test_sanitized_companions_and_permissions(tmp_path):
+    raw = tmp_path / "solve_out.txt"
+    leak = {"type": "text", "text": "export CLOUD_CRED=cloud-secret-value-42"}
+    events = EVENTS["claude"][:2] + [
+        {"type": "assistant", "parent_tool_use_id": None, "message": {"id": "msg_9", "content": [leak]}}
+    ]
+    raw.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    paths = {"sanitized_raw": tmp_path / "raw_s.txt", "sanitized_parsed": tmp_path / "parsed_s.txt"}
+    stats = parse_trace_file(raw, tmp_path / "parsed.txt", secrets=SECRETS, **paths)
+    assert "cloud-secret-value-42" in (tmp_path / "parsed.txt").read_text()
+    for p in paths.values():
+        text = p.read_text()
+        assert "cloud-secret-value-42" not in text and "[REDACTED:CLOUD_CRED]" in text
+    assert stats.redactions["[REDACTED:CLOUD_CRED]"] == 2
+    assert oct((tmp_path / "parsed.txt").stat().st_mode & 0o777) == "0o600"
+    assert oct(paths["sanitized_raw"].stat().st_mode & 0o777) == "0o644"
+
+
+def test_secrets_from_env_takes_named_and_secret_looking_variables():
+    env = {"MY_API_KEY": "a" * 10, "HF_TOKEN": "hf_x" * 5, "CUSTOM": "c" * 10, "PATH": "/usr/bin", "OTHER": "o" * 9}
+    assert secrets_from_env(["CUSTOM", "UNSET"], env) == {k: env[k] for k in ("CUSTOM", "HF_TOKEN", "MY_API_KEY")}
+
+
+def test_cli_raw_only_still_sanitizes_and_logs_one_line(tmp_path):
+    """The agent's own setting asks for a raw copy; its passthrough names are secrets."""
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "solve.sh").write_text("")
+    (agent / "agent.json").write_text('{"trace_format": "raw"}')
+    (agent / "env_passthrough.txt").write_text("CLOUD_CRED\n")
+    raw = write_trace(tmp_path / "t.txt", "claude")
+    with raw.open("a") as f:
+        f.write("leak: cloud-secret-value-42\n")
+    env = {**os.environ, "CLOUD_CRED": "cloud-secret-value-42"}
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ptb_harness",
+            "parse-trace",
+            str(raw),
+            str(tmp_path / "p.txt"),
+            "--agent-dir",
+            str(agent),
+        ]
+        + ["--sanitized-raw", str(tmp_path / "rs.txt"), "--sanitized-parsed", str(tmp_path / "ps.txt")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 0
+    assert res.stderr.strip().count("\n") == 0 and res.stderr.startswith("raw trace:")
+    assert (tmp_path / "p.txt").read_bytes() == raw.read_bytes()
+    assert "[REDACTED:CLOUD_CRED]" in (tmp_path / "ps.txt").read_text()
+
+
+def test_memory_is_constant_in_the_trace_size(tmp_path):
+    """A trace much larger than the limit below parses within it (streaming)."""
+    raw = tmp_path / "big.txt"
+    line = ("[2026-11-29T10:00:00Z] " + json.dumps(EVENTS["claude"][1]) + "\n").encode()
+    with raw.open("wb") as f:
+        for _ in range(280_000):  # ~100 MB
+            f.write(line)
+    code = (
+        "import sys; from pathlib import Path; from ptb_harness.traces import parse_trace_file;"
+        f"parse_trace_file(Path('{raw}'), Path('{tmp_path / 'p.txt'}'), sanitized_raw=Path('{tmp_path / 's.txt'}'));"
+        # VmHWM is this address space's peak; ru_maxrss would include the forking parent's
+        "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    peak_mb = int(res.stdout.strip()) / 1024
+    assert raw.stat().st_size > 90e6
+    assert peak_mb < 80, f"peak RSS {peak_mb:.0f} MB for a {raw.stat().st_size / 1e6:.0f} MB trace"
+
+
+def test_parse_trace_file_is_atomic_on_failure(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        parse_trace_file(tmp_path / "missing.txt", tmp_path / "p.txt")
+    assert list(Path(tmp_path).iterdir()) == []
