@@ -41,6 +41,7 @@ CAMPAIGN_KEYS = frozenset(
         "solve",
         "evaluate",
         "paths",
+        "name",
     }
 )
 

@@ -98,6 +98,24 @@ def run_preflight(
     return verdict(log_path.read_text(errors="replace"))
 
 
+#: What identifies the job in its scheduler (recorded, so every cell traces to a job).
+_SCHEDULER_VARS = ("SLURM_JOB_ID", "SLURM_JOB_PARTITION", "SLURM_JOB_NODELIST", "SLURM_JOB_GPUS", "_CONDOR_AssignedGPUs")
+
+
+def scheduler_job(host_env: Mapping[str, str]) -> dict[str, str]:
+    job = {k: host_env[k] for k in _SCHEDULER_VARS if k in host_env}
+    ad = host_env.get("_CONDOR_JOB_AD")
+    if ad:
+        try:
+            for line in Path(ad).read_text().splitlines():
+                key, _, value = line.partition(" = ")
+                if key in ("ClusterId", "ProcId", "RemoteHost"):
+                    job[f"condor_{key}"] = value.strip('"')
+        except OSError:
+            pass
+    return job
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -342,6 +360,7 @@ def run_solve(
             "budget_s": budget_s,
             "time_limit_s": limit_s,
             "host": socket.gethostname(),
+            "scheduler": scheduler_job(host_env),
             "final_model_present": produced.is_dir() or produced.is_symlink(),
             "final_model_files": n_files,
             "final_model_bytes": n_bytes,

@@ -10,5 +10,7 @@ rule evaluate:
         metrics=f"{CELL}/metrics.json",
     log:
         f"{CELL}/logs/evaluate.log",
+    resources:
+        **cell_resources("evaluate"),
     script:
         "../scripts/evaluate.py"

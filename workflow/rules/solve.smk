@@ -11,5 +11,7 @@ rule solve:
         final_model=directory(f"{CELL}/final_model"),
     log:
         f"{CELL}/logs/solve.log",
+    resources:
+        **cell_resources("solve"),
     script:
         "../scripts/solve.py"

@@ -1,0 +1,59 @@
+"""What each job asks the scheduler for, from the cell and the site's knobs.
+
+One set of resources serves both executor plugins: the Slurm plugin reads `runtime`
+(minutes), `gpu` or `gres`, `mem_mb`, `cpus_per_task`; the HTCondor plugin reads
+`request_gpus`, `htcondor_request_mem_mb`, `htcondor_request_disk_mb`, `request_cpus`,
+`allowed_job_duration` (seconds) and `classad_*`. Each ignores the other's keys.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ptb_harness.campaign import Cell
+
+
+def solve_runtime_minutes(cell: Cell, config: Mapping[str, Any]) -> int:
+    """Walltime of a solve job: the agent's budget, the margin and grace before it is
+    killed, and the site's allowance for preparing the job dir and saving the model."""
+    solve, site = config["solve"], config["site"]
+    minutes = (
+        cell.budget_seconds / 60
+        + float(solve["timeout_margin_minutes"])
+        + float(solve["kill_grace_seconds"]) / 60
+        + float(site["solve_overhead_minutes"])
+    )
+    return math.ceil(minutes)
+
+
+def job_resources(cell: Cell, config: Mapping[str, Any], stage: str) -> dict[str, Any]:
+    """The resources of the `solve` or `evaluate` job of a cell."""
+    site = config["site"]
+    knobs = site[f"{stage}_resources"]
+    if stage == "solve":
+        runtime = solve_runtime_minutes(cell, config)
+        gpus = cell.num_gpus
+    else:
+        runtime = int(site["evaluate_runtime_minutes"])
+        gpus = cell.num_gpus
+    res: dict[str, Any] = {
+        "runtime": runtime,
+        "mem_mb": knobs["mem_mb"],
+        "disk_mb": knobs["disk_mb"],
+        "cpus_per_task": knobs["cpus"],
+        # HTCondor's names for the same requests
+        "request_cpus": knobs["cpus"],
+        "htcondor_request_mem_mb": knobs["mem_mb"],
+        "htcondor_request_disk_mb": knobs["disk_mb"],
+        "allowed_job_duration": runtime * 60,
+        "request_gpus": gpus,
+        "classad_PtbCampaign": config["name"],
+        "classad_PtbCell": cell.slug,
+    }
+    # every key always present (falsy = not requested), so each rule has one key set
+    gres_style = site["slurm_gpu_style"] == "gres"
+    res["gpu"] = 0 if gres_style else gpus
+    res["gres"] = f"gpu:{gpus}" if gres_style and gpus else ""
+    return res
