@@ -2,8 +2,9 @@
 
 One set of resources serves both executor plugins: the Slurm plugin reads `runtime`
 (minutes), `gpu` or `gres`, `mem_mb`, `cpus_per_task`; the HTCondor plugin reads
-`request_gpus`, `htcondor_request_mem_mb`, `htcondor_request_disk_mb`, `request_cpus`,
-`allowed_job_duration` (seconds) and `classad_*`. Each ignores the other's keys.
+`request_gpus`, `htcondor_request_mem_mb`, `htcondor_request_disk_mb`,
+`allowed_job_duration` (seconds) and `classad_*`, and takes request_cpus from the rule's
+threads. Each ignores the other's keys.
 """
 
 from __future__ import annotations
@@ -43,8 +44,7 @@ def job_resources(cell: Cell, config: Mapping[str, Any], stage: str) -> dict[str
         "mem_mb": knobs["mem_mb"],
         "disk_mb": knobs["disk_mb"],
         "cpus_per_task": knobs["cpus"],
-        # HTCondor's names for the same requests
-        "request_cpus": knobs["cpus"],
+        # HTCondor's names for the same requests (its request_cpus is the rule's threads)
         "htcondor_request_mem_mb": knobs["mem_mb"],
         "htcondor_request_disk_mb": knobs["disk_mb"],
         "allowed_job_duration": runtime * 60,
@@ -57,3 +57,8 @@ def job_resources(cell: Cell, config: Mapping[str, Any], stage: str) -> dict[str
     res["gpu"] = 0 if gres_style else gpus
     res["gres"] = f"gpu:{gpus}" if gres_style and gpus else ""
     return res
+
+
+def job_threads(config: Mapping[str, Any], stage: str) -> int:
+    """CPU cores of a solve or evaluate job (capped to the machine's by local runs)."""
+    return int(config["site"][f"{stage}_resources"]["cpus"])

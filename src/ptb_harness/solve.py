@@ -99,7 +99,13 @@ def run_preflight(
 
 
 #: What identifies the job in its scheduler (recorded, so every cell traces to a job).
-_SCHEDULER_VARS = ("SLURM_JOB_ID", "SLURM_JOB_PARTITION", "SLURM_JOB_NODELIST", "SLURM_JOB_GPUS", "_CONDOR_AssignedGPUs")
+_SCHEDULER_VARS = (
+    "SLURM_JOB_ID",
+    "SLURM_JOB_PARTITION",
+    "SLURM_JOB_NODELIST",
+    "SLURM_JOB_GPUS",
+    "_CONDOR_AssignedGPUs",
+)
 
 
 def scheduler_job(host_env: Mapping[str, str]) -> dict[str, str]:

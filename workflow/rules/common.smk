@@ -5,7 +5,7 @@ from pathlib import Path
 from ptb_harness.campaign import CELL_DIR_PATTERN, HOURS_PATTERN, NAME_PATTERN, Cell
 from ptb_harness.config import load_config
 from ptb_harness.errors import ConfigError
-from ptb_harness.resources import job_resources
+from ptb_harness.resources import job_resources, job_threads
 
 try:
     CAMPAIGN = load_config(config, workdir=Path.cwd())

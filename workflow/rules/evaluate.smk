@@ -10,6 +10,7 @@ rule evaluate:
         metrics=f"{CELL}/metrics.json",
     log:
         f"{CELL}/logs/evaluate.log",
+    threads: job_threads(config, "evaluate")
     resources:
         **cell_resources("evaluate"),
     script:

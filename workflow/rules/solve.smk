@@ -11,6 +11,7 @@ rule solve:
         final_model=directory(f"{CELL}/final_model"),
     log:
         f"{CELL}/logs/solve.log",
+    threads: job_threads(config, "solve")
     resources:
         **cell_resources("solve"),
     script:

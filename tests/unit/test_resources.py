@@ -1,0 +1,38 @@
+from ptb_harness.campaign import Cell
+from ptb_harness.resources import job_resources, job_threads, solve_runtime_minutes
+
+CONFIG = {
+    "name": "c1",
+    "solve": {"timeout_margin_minutes": 5, "kill_grace_seconds": 30},
+    "site": {
+        "solve_overhead_minutes": 30,
+        "evaluate_runtime_minutes": 240,
+        "slurm_gpu_style": "gpu",
+        "solve_resources": {"mem_mb": 1000, "disk_mb": 2000, "cpus": 4},
+        "evaluate_resources": {"mem_mb": 500, "disk_mb": 100, "cpus": 2},
+    },
+}
+
+
+def test_solve_walltime_is_budget_margin_grace_and_overhead():
+    assert solve_runtime_minutes(Cell("a", "t", "m", "10", 1, 1), CONFIG) == 600 + 5 + 1 + 30  # 30 s grace rounds up
+    assert solve_runtime_minutes(Cell("a", "t", "m", "0.5", 1, 1), CONFIG) == 30 + 5 + 1 + 30
+
+
+def test_gpu_requests_in_both_styles_and_for_htcondor():
+    cell = Cell("a", "t", "m", "1", 2, 1)
+    res = job_resources(cell, CONFIG, "solve")
+    assert (res["gpu"], res["gres"], res["request_gpus"]) == (2, "", 2)
+    gres = job_resources(cell, {**CONFIG, "site": {**CONFIG["site"], "slurm_gpu_style": "gres"}}, "solve")
+    assert (gres["gpu"], gres["gres"]) == (0, "gpu:2")
+    cpu = job_resources(Cell("a", "t", "m", "1", 0, 1), CONFIG, "solve")
+    assert (cpu["gpu"], cpu["gres"], cpu["request_gpus"]) == (0, "", 0)
+    assert set(cpu) == set(res), "every rule has one key set"
+
+
+def test_sizes_walltime_and_classads():
+    res = job_resources(Cell("a", "t", "m", "1", 1, 1), CONFIG, "evaluate")
+    assert (res["runtime"], res["allowed_job_duration"]) == (240, 240 * 60)
+    assert (res["mem_mb"], res["htcondor_request_mem_mb"], res["disk_mb"]) == (500, 500, 100)
+    assert res["classad_PtbCampaign"] == "c1" and res["classad_PtbCell"] == "a.t.m.1h-1gpu-run1"
+    assert job_threads(CONFIG, "solve") == 4 and job_threads(CONFIG, "evaluate") == 2
