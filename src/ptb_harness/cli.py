@@ -1,5 +1,9 @@
 """`ptb-harness`: campaign commands that need no Snakemake DAG.
 
+    ptb-harness run [--workdir D] SNAKEMAKE_ARGS...
+        Run the workflow from a frozen snapshot of the harness (editing the checkout
+        mid-campaign changes nothing); e.g. `ptb-harness run --profile profiles/slurm`.
+
 ptb-harness collect [--workdir D] [--profile P] [--campaign FILE]
     Write the tables from whatever exists (unscored cells shown as such).
 ptb-harness parse-trace RAW OUT
@@ -93,7 +97,28 @@ def _parse_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(argv: list[str]) -> int:
+    """`ptb-harness run [--workdir D] SNAKEMAKE_ARGS...`: Snakemake from a frozen snapshot."""
+    from ptb_harness.snapshot import GIT_ENV, git_state, make_snapshot
+
+    parser = argparse.ArgumentParser(prog="ptb-harness run", description=_run.__doc__)
+    parser.add_argument("--workdir", default=".", help="the campaign's working directory (default: .)")
+    args, snakemake_args = parser.parse_known_args(argv)
+    workdir = Path(args.workdir).resolve()
+    snap = make_snapshot(workdir)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(snap / "src"), env.get("PYTHONPATH", "")) if p)
+    env[GIT_ENV] = git_state() or ""
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snap / "Snakefile"), "--directory", str(workdir)]
+    print(f"ptb-harness run: harness {snap.name} (git {env[GIT_ENV] or 'n/a'}) from {snap}", file=sys.stderr)
+    os.execve(sys.executable, [*cmd, *snakemake_args], env)
+    return 0  # not reached
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:
+        return _run(argv[1:])
     parser = argparse.ArgumentParser(prog="ptb-harness", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("collect", help="write the campaign's tables from what exists")

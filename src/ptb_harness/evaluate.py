@@ -29,6 +29,7 @@ from ptb_harness.hf_cache import hf_cache_view
 from ptb_harness.procs import iso_utc, run_budgeted, utc_stamp
 from ptb_harness.records import atomic_write_bytes, atomic_write_json, read_json
 from ptb_harness.sandbox import Bind, Sandbox
+from ptb_harness.snapshot import provenance
 from ptb_harness.solve import describe
 from ptb_harness.tasks import TaskSpec, load_task
 
@@ -77,7 +78,12 @@ def run_evaluate(
     cell_dir = metrics_json.parent
     record_path = cell_dir / "evaluate.json"
     started = time.time()
-    record: dict[str, Any] = {"cell": cell.wildcards, "started_at": iso_utc(started), "attempts": []}
+    record: dict[str, Any] = {
+        "cell": cell.wildcards,
+        "started_at": iso_utc(started),
+        "harness": provenance(),
+        "attempts": [],
+    }
 
     solve = read_json(solve_json)
     if not isinstance(solve, dict):

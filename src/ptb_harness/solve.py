@@ -33,6 +33,7 @@ from ptb_harness.preflight import preflight_command, verdict
 from ptb_harness.procs import ProcessResult, iso_utc, run_budgeted
 from ptb_harness.records import atomic_write_json, atomic_write_text
 from ptb_harness.sandbox import Bind, Launch, Sandbox
+from ptb_harness.snapshot import provenance
 from ptb_harness.tasks import TaskSpec, load_task
 
 log = logging.getLogger("ptb_harness.solve")
@@ -377,7 +378,7 @@ def run_solve(
             "sandbox_env_names": launch.visible_names,
             "env_missing": sorted(missing),
             "solve_sh_sha256": _sha256(agent.solve_sh),
-            "harness": {"version": __version__, "runtime": site["runtime"], "site": site["name"]},
+            "harness": {"version": __version__, "runtime": site["runtime"], "site": site["name"], **provenance()},
         }
         atomic_write_json(solve_json, record)
     except BaseException:

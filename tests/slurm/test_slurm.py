@@ -10,11 +10,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, campaign_config, cell_dir, snakemake, write_config
+from conftest import REPO, campaign_config, cell_dir, make_workdir, snakemake, write_agent, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
@@ -126,3 +128,60 @@ def test_scorer_without_metrics_fails_the_slurm_run(workdir, slurm_profile):
     assert not (broken / "metrics.json").exists()
     assert json.loads((broken / "evaluate.json").read_text())["status"] == "failed"
     assert (broken / "solve.json").exists(), "the failed evaluate must not remove the solve's record"
+
+
+def test_replacing_harness_files_mid_solve_changes_nothing(tmp_path, slurm_profile):
+    """Seed item 5: while a Slurm-run cell is mid-solve, the checkout's Snakefile, scripts,
+    package and the agent's solve.sh are replaced (mv over) or overwritten with versions
+    that would fail; the cell finishes with the code it started with."""
+    from ptb_harness.snapshot import harness_digest
+
+    checkout = tmp_path / "checkout"
+    for rel in ("Snakefile", "workflow", "src", "config"):
+        src = REPO / rel
+        if src.is_dir():
+            shutil.copytree(src, checkout / rel, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, checkout / rel)
+    original = harness_digest(checkout)
+    started = tmp_path / "agent-started"
+    workdir = tmp_path / "campaign"
+    make_workdir(workdir)
+    write_agent(
+        workdir,
+        "slow",
+        f"touch {started}\nsleep 15\nmkdir -p final_model && echo '{{\"score\": 0.9}}' > final_model/config.json\n",
+    )
+    write_config(workdir, campaign_config(agents=["slow"], hours=[0.01]))
+    env = {**os.environ, "CONDOR_CONFIG": os.devnull, "PYTHONPATH": str(checkout / "src")}
+    cmd = [sys.executable, "-m", "ptb_harness", "run", "--workdir", str(workdir), "--profile", str(slurm_profile)]
+    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 180
+        while not started.exists() and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        assert started.exists(), "the agent never started"
+        broken = "raise SystemExit('replaced harness file ran')\n"
+        for rel in ("Snakefile", "workflow/rules/evaluate.smk", "src/ptb_harness/evaluate.py"):
+            new = checkout / f"{rel}.new"
+            new.write_text(broken)
+            new.replace(checkout / rel)  # mv over
+        for rel in ("workflow/scripts/solve.py", "workflow/scripts/evaluate.py", "src/ptb_harness/solve.py"):
+            (checkout / rel).write_text(broken)  # overwritten in place
+        agent_sh = workdir / "agents/slow/solve.sh"
+        (agent_sh.with_suffix(".new")).write_text("exit 42\n")
+        agent_sh.with_suffix(".new").replace(agent_sh)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    cdir = cell_dir(workdir, "slow", hours="0.01")
+    solve = json.loads((cdir / "solve.json").read_text())
+    assert solve["exit_code"] == 0 and solve["final_model_files"] == 1
+    assert solve["harness"]["digest"] == original, "the cell ran the harness it started with"
+    assert solve["harness"]["snapshot"] and "SLURM_JOB_ID" in solve["scheduler"]
+    assert json.loads((cdir / "evaluate.json").read_text())["harness"]["digest"] == original
+    assert json.loads((cdir / "metrics.json").read_text())["accuracy"] == 0.9
+    assert harness_digest(checkout) != original

@@ -1,0 +1,46 @@
+import os
+import shutil
+import subprocess
+import sys
+
+from conftest import REPO
+
+from ptb_harness.snapshot import harness_digest, make_snapshot
+
+
+def copy_harness(dest):
+    for rel in ("Snakefile", "workflow", "src", "config"):
+        src = REPO / rel
+        if src.is_dir():
+            shutil.copytree(src, dest / rel, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def test_digest_follows_content_and_snapshots_are_made_once(tmp_path):
+    checkout = copy_harness(tmp_path / "checkout")
+    digest = harness_digest(checkout)
+    assert digest == harness_digest(REPO), "the digest is over content, not location"
+    snap = make_snapshot(tmp_path / "work", checkout)
+    assert snap.name == digest[:16] and (snap / "src/ptb_harness/solve.py").is_file()
+    assert harness_digest(snap) == digest
+    (snap / "marker").write_text("x")
+    assert make_snapshot(tmp_path / "work", checkout) == snap and (snap / "marker").exists(), "reused"
+    (checkout / "workflow/rules/solve.smk").write_text(
+        (checkout / "workflow/rules/solve.smk").read_text() + "\n# edit\n"
+    )
+    assert harness_digest(checkout) != digest
+    assert make_snapshot(tmp_path / "work", checkout) != snap
+
+
+def test_code_runs_from_the_snapshot_and_records_it(tmp_path):
+    snap = make_snapshot(tmp_path / "work", copy_harness(tmp_path / "checkout"))
+    env = {**os.environ, "PYTHONPATH": str(snap / "src"), "PTB_HARNESS_GIT": "abc123+dirty"}
+    code = "import json, ptb_harness.snapshot as s; print(json.dumps(s.provenance()))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    import json
+
+    prov = json.loads(out)
+    assert prov["snapshot"] == str(snap) and prov["git"] == "abc123+dirty" and prov["digest"] == harness_digest(snap)
