@@ -15,10 +15,9 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ptb_harness.agents import load_agent
 from ptb_harness.errors import ConfigError
+from ptb_harness.records import read_yaml_mapping
 from ptb_harness.tasks import load_task
 
 #: Names that become path components: agents, tasks, models. No '/', no '..', no
@@ -262,14 +261,7 @@ def load_campaign_file(path: str | Path) -> dict[str, Any]:
     campaign file that set them would silently override the site.
     """
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"campaign: file {p} not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"campaign: {p} is not valid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"campaign: {p} must hold a mapping of campaign keys")
+    data = read_yaml_mapping(p, "campaign")
     unknown = sorted(set(data) - CAMPAIGN_KEYS)
     if unknown:
         raise ConfigError(

@@ -11,6 +11,7 @@ from typing import Any
 
 from ptb_harness.campaign import Campaign, check_campaign, load_campaign_file
 from ptb_harness.errors import ConfigError
+from ptb_harness.records import read_yaml_mapping
 
 #: The schema ships with the workflow, next to config/config.yaml.
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "config.schema.yaml"
@@ -63,20 +64,6 @@ def load_config(config: dict[str, Any], workdir: str | Path = ".", schema: Path 
     return check_campaign(config, Path(workdir).resolve())
 
 
-def _read_yaml(path: Path, what: str) -> dict[str, Any]:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"{what}: {path} not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{what}: {path} is not valid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{what}: {path} must hold a mapping")
-    return data
-
-
 def load_config_files(
     workdir: str | Path = ".", profile: str | Path | None = None, campaign: str | None = None
 ) -> Campaign:
@@ -86,11 +73,11 @@ def load_config_files(
     campaign file, exactly as with `snakemake --profile P --config campaign=FILE`.
     """
     workdir = Path(workdir).resolve()
-    config = _read_yaml(workdir / "config" / "config.yaml", "config")
+    config = read_yaml_mapping(workdir / "config" / "config.yaml", "config")
     if profile is not None:
         site_file = Path(profile) / "site.yaml"
         if site_file.exists():
-            config.update(_read_yaml(site_file, "profile"))
+            config.update(read_yaml_mapping(site_file, "profile"))
     if campaign:
         config["campaign"] = campaign
     return load_config(config, workdir)

@@ -47,3 +47,23 @@ def read_json(path: str | Path) -> Any | None:
             return json.loads(f.read())
     except (FileNotFoundError, NotADirectoryError, ValueError):
         return None
+
+
+def read_yaml_mapping(path: str | Path, key: str) -> dict[str, Any]:
+    """A YAML file that must hold a mapping; errors name the config key it was given as."""
+    import yaml
+
+    from ptb_harness.errors import ConfigError
+
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{key}: file {p} not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{key}: {p} is not valid YAML ({str(e).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{key}: {p} must hold a mapping")
+    return data

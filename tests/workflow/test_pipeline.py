@@ -15,6 +15,12 @@ from conftest import REPO, campaign_config, cell_dir, snakemake, write_config
 pytestmark = pytest.mark.slow
 
 
+def collect_tables(workdir) -> subprocess.CompletedProcess:
+    """`ptb-harness collect`: the tables from whatever exists."""
+    cmd = [sys.executable, "-m", "ptb_harness", "collect", "--workdir", str(workdir)]
+    return subprocess.run([*cmd, "--profile", str(REPO / "profiles/local")], capture_output=True, text=True)
+
+
 def planned_jobs(stdout: str) -> dict[str, int]:
     """The 'Job stats' table of a dry run: rule -> count."""
     jobs = {}
@@ -124,20 +130,7 @@ def test_solve_json_records_what_the_agent_did(workdir):
     trace = (cell_dir(workdir, "overrun") / "solve_out.txt").read_text()
     assert re.search(r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] TERM ignored$", trace, re.M)
     # the tables can be written at any time from what exists; unscored cells are named
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ptb_harness",
-            "collect",
-            "--workdir",
-            str(workdir),
-            "--profile",
-            str(REPO / "profiles/local"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    res = collect_tables(workdir)
     assert res.returncode == 0, res.stderr
     cells = (workdir / "results" / "tables" / "cells.csv").read_text()
     assert re.search(r"^exit3,fake,m1,0.0005,0,1,agent_failed,agent exited with code 3; no final model,,", cells, re.M)
@@ -157,20 +150,7 @@ def test_a_gpu_cell_on_a_machine_without_gpus_is_an_infrastructure_failure(workd
     log = (gpu / "logs" / "solve.log").read_text()
     assert "CUDA preflight failed, agent not started: no NVIDIA driver on this machine" in log
     assert "Traceback" not in log
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ptb_harness",
-            "collect",
-            "--workdir",
-            str(workdir),
-            "--profile",
-            str(REPO / "profiles/local"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    res = collect_tables(workdir)
     assert res.returncode == 0, res.stderr
     rows = {r["num_gpus"]: r for r in csv.DictReader((workdir / "results/tables/cells.csv").open())}
     assert rows["0"]["outcome"] == "scored"
