@@ -94,8 +94,16 @@ EOF
 
 do_up() {
     if [ -s "$PIDS" ]; then
-        log "$PIDS exists: run 'down' first"
-        exit 1
+        local name pid alive=0
+        while read -r name pid; do
+            if kill -0 "$pid" 2>/dev/null; then alive=1; fi
+        done <"$PIDS"
+        if [ "$alive" = 1 ]; then
+            log "$PIDS lists running daemons: run 'down' first"
+            exit 1
+        fi
+        log "discarding $PIDS: none of its daemons is running (a stopped machine or session)"
+        rm -f "$PIDS"
     fi
     if scontrol ping 2>/dev/null | grep -q ' is UP'; then
         log "a slurmctld already answers on this machine; not starting a second one"
