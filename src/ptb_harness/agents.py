@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptb_harness.errors import ConfigError
+from ptb_harness.records import read_json_object
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -82,14 +83,7 @@ def load_agent(agent_dir: Path) -> AgentSpec:
 
 
 def _read_settings(path: Path) -> dict:
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: must hold a JSON object")
+    data = read_json_object(path)
     unknown = set(data) - {"trace_format"}
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")

@@ -147,10 +147,7 @@ def run_evaluate(
                     report.note or f"{len(report.killed)} killed, {len(report.survivors)} still there",
                 )
             log.info("attempt %d/%d (max_tokens=%s)", k, len(plan), cap)
-            monitor = GpuMonitor(
-                nvml, gpu_set.gpus, cell_dir / "gpu_monitor.csv", "evaluate", float(site["monitor_interval_seconds"])
-            )
-            with monitor:
+            with GpuMonitor.for_cell(nvml, gpu_set.gpus, cell_dir, "evaluate", site):
                 result = run_budgeted(
                     launch.argv,
                     env=launch.env,

@@ -70,6 +70,11 @@ class GpuMonitor:
         self._thread: threading.Thread | None = None
         self.samples = 0
 
+    @classmethod
+    def for_cell(cls, nvml: Any | None, gpus: Sequence[Gpu], cell_dir: Path, stage: str, site: Any) -> GpuMonitor:
+        """The monitor of a cell's stage: its gpu_monitor.csv, at the site's interval."""
+        return cls(nvml, gpus, Path(cell_dir) / "gpu_monitor.csv", stage, float(site["monitor_interval_seconds"]))
+
     @property
     def active(self) -> bool:
         return self.nvml is not None and bool(self.gpus) and self.interval > 0

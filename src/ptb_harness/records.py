@@ -67,3 +67,18 @@ def read_yaml_mapping(path: str | Path, key: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{key}: {p} must hold a mapping")
     return data
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """An optional JSON file that must hold an object ({} when absent); errors name the file."""
+    from ptb_harness.errors import ConfigError
+
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ConfigError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must hold a JSON object")
+    return data

@@ -329,10 +329,7 @@ def run_solve(
                 budget_s,
                 limit_s,
             )
-            monitor = GpuMonitor(
-                nvml, gpu_set.gpus, cell_dir / "gpu_monitor.csv", "solve", float(site["monitor_interval_seconds"])
-            )
-            with monitor:
+            with GpuMonitor.for_cell(nvml, gpu_set.gpus, cell_dir, "solve", site):
                 result = run_budgeted(
                     launch.argv,
                     env=launch.env,

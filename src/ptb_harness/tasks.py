@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ptb_harness.agents import check_env_names
 from ptb_harness.errors import ConfigError
+from ptb_harness.records import read_json_object
 
 #: Upstream's ladder: 4 attempts at the task's defaults, then 3 and 2 at reduced token
 #: caps. A task without an ``evaluate.ladder`` gets the first stage only.
@@ -71,14 +71,7 @@ def load_task(task_dir: Path) -> TaskSpec:
     if not (task_dir / "evaluate.py").is_file():
         raise ConfigError(f"{task_dir / 'evaluate.py'} not found (every task needs an evaluate.py)")
     info_path = task_dir / "info.json"
-    info: dict[str, Any] = {}
-    if info_path.exists():
-        try:
-            info = json.loads(info_path.read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise ConfigError(f"{info_path}: not valid JSON ({e})") from None
-        if not isinstance(info, dict):
-            raise ConfigError(f"{info_path}: must hold a JSON object")
+    info = read_json_object(info_path)
     where = f"{info_path}: evaluate"
     ev = info.get("evaluate", {})
     if not isinstance(ev, dict):
