@@ -43,6 +43,14 @@ class AgentSpec:
         return p if p.is_dir() else None
 
 
+def allowed_env_names(agent: AgentSpec | None, required_api_keys: tuple[str, ...] = ()) -> list[str]:
+    """Variables a cell may copy from the launching environment, by name: the agent's
+    env_passthrough.txt names and API keys, and the task's required keys. The same names
+    are the secrets that traces are sanitized of."""
+    names = [*agent.env_passthrough, *agent.api_keys] if agent is not None else []
+    return list(dict.fromkeys([*names, *required_api_keys]))
+
+
 def _read_passthrough(path: Path) -> tuple[str, ...]:
     if not path.exists():
         return ()

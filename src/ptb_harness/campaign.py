@@ -248,6 +248,9 @@ def check_campaign(config: dict[str, Any], workdir: Path) -> Campaign:
             load_task(campaign.task_dir(task))
         except ConfigError as e:
             raise ConfigError(f"tasks[{i}]: {e}") from None
+    template = config.get("solve", {}).get("prompt_template")
+    if template and not (campaign.workdir / template).is_file():
+        raise ConfigError(f"solve.prompt_template: file {campaign.workdir / template} not found")
     for agent in config.get("agent_config", {}):
         if agent not in config["agents"]:
             raise ConfigError(f"agent_config.{agent}: not an agent of this campaign")

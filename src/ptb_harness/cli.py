@@ -71,19 +71,15 @@ def _reap(args: argparse.Namespace) -> int:
 
 
 def _parse_trace(args: argparse.Namespace) -> int:
-    from ptb_harness.agents import load_agent
+    from ptb_harness.agents import allowed_env_names, load_agent
     from ptb_harness.tasks import load_task
     from ptb_harness.traces import parse_trace_file
     from ptb_harness.traces.redact import secrets_from_env
 
-    names: list[str] = []
-    raw_only = args.raw_only
-    if args.agent_dir:
-        agent = load_agent(Path(args.agent_dir))
-        names += [*agent.env_passthrough, *agent.api_keys]
-        raw_only = raw_only or agent.trace_format == "raw"
-    if args.task_dir:
-        names += load_task(Path(args.task_dir)).required_api_keys
+    agent = load_agent(Path(args.agent_dir)) if args.agent_dir else None
+    required = load_task(Path(args.task_dir)).required_api_keys if args.task_dir else ()
+    names = allowed_env_names(agent, required)
+    raw_only = args.raw_only or (agent is not None and agent.trace_format == "raw")
     stats = parse_trace_file(
         Path(args.raw),
         Path(args.out),

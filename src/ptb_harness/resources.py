@@ -10,7 +10,7 @@ threads. Each ignores the other's keys.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ptb_harness.campaign import Cell
@@ -62,3 +62,13 @@ def job_resources(cell: Cell, config: Mapping[str, Any], stage: str) -> dict[str
 def job_threads(config: Mapping[str, Any], stage: str) -> int:
     """CPU cores of a solve or evaluate job (capped to the machine's by local runs)."""
     return int(config["site"][f"{stage}_resources"]["cpus"])
+
+
+def rule_resources(config: Mapping[str, Any], stage: str) -> dict[str, Callable[[Any], Any]]:
+    """A rule's `resources:`: one function of the job's wildcards per key of job_resources."""
+    keys = job_resources(Cell("_", "_", "_", "1", 1, 0), config, stage)  # the key set is fixed
+
+    def one(key: str) -> Callable[[Any], Any]:
+        return lambda wildcards: job_resources(Cell.from_wildcards(wildcards), config, stage)[key]
+
+    return {key: one(key) for key in keys}

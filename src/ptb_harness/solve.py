@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptb_harness import __version__
-from ptb_harness.agents import AgentSpec, load_agent
+from ptb_harness.agents import AgentSpec, allowed_env_names, load_agent
 from ptb_harness.campaign import Campaign, Cell
 from ptb_harness.errors import HarnessError
 from ptb_harness.gpu import GpuSet, job_gpu_set, load_nvml
@@ -193,7 +193,7 @@ def agent_variables(
         "MODEL_TO_TRAIN": campaign.model_source(cell.model),
         "AGENT_CONFIG": campaign.agent_config(cell.agent),
     }
-    names = list(dict.fromkeys([*agent.env_passthrough, *agent.api_keys, *task.required_api_keys]))
+    names = allowed_env_names(agent, task.required_api_keys)
     return variables, names
 
 

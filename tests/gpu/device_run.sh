@@ -3,11 +3,7 @@
 # .whl/: the real-GPU checks (tests/gpu/gpu_checks.py), then the demo campaign with one
 # GPU per cell (runtime none) and the GPU monitor on. Results go to $OUT (or ./gpu-out).
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/src CONDOR_CONFIG=/dev/null PYTHONUNBUFFERED=1 HF_HUB_DISABLE_PROGRESS_BARS=1
-python3 -c 'import torch, pynvml, snakemake; print("torch", torch.__version__, "GPUs", torch.cuda.device_count())'
+source tests/gpu/device_env.sh
 
 echo "== GPU checks"
 python3 tests/gpu/gpu_checks.py 2>&1 | tee "$OUT/gpu_checks.log"

@@ -3,11 +3,7 @@
 # checks (with the GPU-0-must-survive scope checks), then the demo campaign with two
 # GPU cells at once on the local profile, each leasing its own card from gpu_pool.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/src CONDOR_CONFIG=/dev/null PYTHONUNBUFFERED=1 HF_HUB_DISABLE_PROGRESS_BARS=1
-python3 -m snakemake --version || exit 1
+source tests/gpu/device_env.sh
 nvidia-smi -L
 
 echo "== GPU checks"

@@ -36,3 +36,13 @@ def test_sizes_walltime_and_classads():
     assert (res["mem_mb"], res["htcondor_request_mem_mb"], res["disk_mb"]) == (500, 500, 100)
     assert res["classad_PtbCampaign"] == "c1" and res["classad_PtbCell"] == "a.t.m.1h-1gpu-run1"
     assert job_threads(CONFIG, "solve") == 4 and job_threads(CONFIG, "evaluate") == 2
+
+
+def test_rule_resources_are_functions_of_the_wildcards():
+    from ptb_harness.resources import rule_resources
+
+    rules = rule_resources(CONFIG, "solve")
+    wildcards = {"agent": "a", "task": "t", "model": "m", "hours": "2", "num_gpus": "3", "run": "1"}
+    assert set(rules) == set(job_resources(Cell("a", "t", "m", "1", 0, 1), CONFIG, "solve"))
+    assert rules["runtime"](wildcards) == 120 + 5 + 1 + 30
+    assert rules["gpu"](wildcards) == 3 and rules["classad_PtbCell"](wildcards) == "a.t.m.2h-3gpu-run1"

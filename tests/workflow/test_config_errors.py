@@ -30,6 +30,7 @@ CASES = [
     ("negative-gpus", {"num_gpus": [-1]}, "num_gpus[0]:"),
     ("run-not-an-integer", {"runs": ["first"]}, "runs[0]:"),
     ("duplicate-runs", {"runs": [1, 2, 1]}, "runs[2]: duplicate entry"),
+    ("missing-prompt-template", {"solve": {"prompt_template": "no/such/template.txt"}}, "solve.prompt_template: file"),
     ("misspelled-key", {"agnets": ["exit0"]}, "'agnets' was unexpected"),
     ("unknown-solve-knob", {"solve": {"timeout": 3}}, "solve: Additional properties"),
     ("agent-config-for-stranger", {"agent_config": {"ghost": "x"}}, "agent_config.ghost"),

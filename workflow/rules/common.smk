@@ -2,10 +2,10 @@
 import sys
 from pathlib import Path
 
-from ptb_harness.campaign import CELL_DIR_PATTERN, HOURS_PATTERN, NAME_PATTERN, Cell
+from ptb_harness.campaign import CELL_DIR_PATTERN, HOURS_PATTERN, NAME_PATTERN
 from ptb_harness.config import load_config
 from ptb_harness.errors import ConfigError
-from ptb_harness.resources import job_resources, job_threads
+from ptb_harness.resources import job_threads, rule_resources
 
 try:
     CAMPAIGN = load_config(config, workdir=Path.cwd())
@@ -38,18 +38,6 @@ wildcard_constraints:
 def all_cell_files(name):
     """One file per cell of the campaign, e.g. every metrics.json."""
     return [f"{CELL}/{name}".format(**c.wildcards) for c in CAMPAIGN.cells()]
-
-
-def cell_resources(stage):
-    """Resources of a cell's solve or evaluate job (see ptb_harness.resources)."""
-    return {
-        key: (
-            lambda wc, key=key: job_resources(Cell.from_wildcards(wc), config, stage)[
-                key
-            ]
-        )
-        for key in job_resources(Cell("a", "t", "m", "1", 1, 1), config, stage)
-    }
 
 
 def base_model_input(wildcards):

@@ -12,6 +12,6 @@ rule evaluate:
         f"{CELL}/logs/evaluate.log",
     threads: job_threads(config, "evaluate")
     resources:
-        **cell_resources("evaluate"),
+        **rule_resources(config, "evaluate"),
     script:
         "../scripts/evaluate.py"

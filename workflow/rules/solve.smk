@@ -13,6 +13,6 @@ rule solve:
         f"{CELL}/logs/solve.log",
     threads: job_threads(config, "solve")
     resources:
-        **cell_resources("solve"),
+        **rule_resources(config, "solve"),
     script:
         "../scripts/solve.py"
