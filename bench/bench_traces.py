@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -81,8 +82,9 @@ def generate(path: Path, mb: int) -> int:
     return path.stat().st_size
 
 
-def run(code: str, *args: str) -> tuple[float, float]:
-    """(seconds, peak RSS MB) of a fresh process running code."""
+def run(code: str, *args: str) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MB of it or any child, CPU seconds of it and its children)
+    of a fresh process running code."""
     wrapper = (
         "import sys, time\n"
         f"sys.argv = ['x', *{list(args)!r}]\n"
@@ -91,10 +93,15 @@ def run(code: str, *args: str) -> tuple[float, float]:
         "print('SECONDS', time.perf_counter() - t)\n"
         # VmHWM: this address space's peak (ru_maxrss would include the parent's, across exec)
         "print('RSS', next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')))\n"
+        # the redacting children it forked: their own peak (KiB) and all CPU time used
+        "import os, resource\n"
+        "print('CHILD_RSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "t = os.times()\n"
+        "print('CPU', t.user + t.system + t.children_user + t.children_system)\n"
     )
     out = subprocess.run([sys.executable, "-c", wrapper], capture_output=True, text=True, check=True).stdout
-    vals = dict(line.split() for line in out.splitlines() if line.startswith(("SECONDS", "RSS")))
-    return float(vals["SECONDS"]), int(vals["RSS"]) / 1024
+    vals = dict(line.split() for line in out.splitlines() if line.startswith(("SECONDS", "RSS", "CHILD_RSS", "CPU")))
+    return float(vals["SECONDS"]), max(int(vals["RSS"]), int(vals["CHILD_RSS"])) / 1024, float(vals["CPU"])
 
 
 def main() -> int:
@@ -107,22 +114,26 @@ def main() -> int:
         t0 = time.perf_counter()
         size = generate(raw, args.mb)
         print(f"generated {size / 1e6:.0f} MB in {time.perf_counter() - t0:.1f} s")
-        floor_s, floor_rss = run(FLOOR, str(raw))
-        ours_s, ours_rss = run(OURS, str(raw), d, json.dumps(SECRETS))
+        floor_s, floor_rss, floor_cpu = run(FLOOR, str(raw))
+        ours_s, ours_rss, ours_cpu = run(OURS, str(raw), d, json.dumps(SECRETS))
     mb = size / 1e6
     rows = [
-        ("bare json.loads per line (floor)", floor_s, mb / floor_s, floor_rss, 1.0),
-        ("detect + parse + sanitize (ours)", ours_s, mb / ours_s, ours_rss, floor_s / ours_s),
+        ("bare json.loads per line (floor)", floor_s, mb / floor_s, floor_rss, 1.0, floor_cpu),
+        ("detect + parse + sanitize (ours)", ours_s, mb / ours_s, ours_rss, floor_s / ours_s, ours_cpu),
     ]
     RESULTS.mkdir(exist_ok=True)
-    lines = ["| what | seconds | MB/s | peak RSS MB | speed vs floor |", "|---|---|---|---|---|"]
-    lines += [f"| {w} | {s:.1f} | {r:.0f} | {rss:.0f} | {x:.2f} |" for w, s, r, rss, x in rows]
+    lines = [
+        "| what | seconds | MB/s | peak RSS MB | speed vs floor "
+        f"| CPU seconds (all processes), {os.cpu_count()} cores |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {w} | {s:.1f} | {r:.0f} | {rss:.0f} | {x:.2f} | {c:.1f} |" for w, s, r, rss, x, c in rows]
     table = "\n".join(lines)
     print(f"trace of {mb:.0f} MB\n{table}")
     (RESULTS / "traces.md").write_text(f"Trace of {mb:.0f} MB, {time.strftime('%Y-%m-%d')}\n\n{table}\n")
     (RESULTS / "traces.csv").write_text(
-        "what,seconds,mb_per_s,peak_rss_mb,speed_vs_floor\n"
-        + "".join(f"{w},{s:.2f},{r:.1f},{rss:.0f},{x:.3f}\n" for w, s, r, rss, x in rows)
+        "what,seconds,mb_per_s,peak_rss_mb,speed_vs_floor,cpu_seconds\n"
+        + "".join(f"{w},{s:.2f},{r:.1f},{rss:.0f},{x:.3f},{c:.2f}\n" for w, s, r, rss, x, c in rows)
     )
     return 0
 

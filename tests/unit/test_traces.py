@@ -218,3 +218,59 @@ def test_parse_trace_file_is_atomic_on_failure(tmp_path):
     with pytest.raises(FileNotFoundError):
         parse_trace_file(tmp_path / "missing.txt", tmp_path / "p.txt")
     assert list(Path(tmp_path).iterdir()) == []
+
+
+def test_parallel_redaction_writes_what_the_serial_one_does(tmp_path, monkeypatch):
+    """Big traces are redacted by forked children: same bytes, same counts, as in-process."""
+    import ptb_harness.traces.parse as parse_mod
+
+    leak = {"type": "text", "text": "export CLOUD_CRED=cloud-secret-value-42"}
+    event = {"type": "assistant", "parent_tool_use_id": None, "message": {"id": "msg_9", "content": [leak]}}
+    raw = tmp_path / "solve_out.txt"
+    raw.write_text("".join(f"[2026-11-29T10:00:{i % 60:02d}Z] {json.dumps(event)}\nnoise {i}\n" for i in range(30_000)))
+    outputs = {}
+    for mode, minimum in (("serial", 1 << 40), ("parallel", 0)):
+        monkeypatch.setattr(parse_mod, "PARALLEL_MIN", minimum)
+        d = tmp_path / mode
+        d.mkdir()
+        stats = parse_trace_file(
+            raw, d / "p.txt", sanitized_raw=d / "rs.txt", sanitized_parsed=d / "ps.txt", secrets=SECRETS
+        )
+        outputs[mode] = ({p.name: p.read_bytes() for p in sorted(d.iterdir())}, stats.redactions)
+    assert outputs["serial"] == outputs["parallel"]
+    files, hits = outputs["parallel"]
+    assert hits["[REDACTED:CLOUD_CRED]"] == 60_000  # 30,000 in each sanitized file
+    assert b"cloud-secret" not in files["rs.txt"] + files["ps.txt"]
+    assert sorted(files) == ["p.txt", "ps.txt", "rs.txt"]  # no temp file left
+
+
+def test_a_failing_redaction_child_fails_the_parse_and_leaves_nothing(tmp_path, monkeypatch):
+    import ptb_harness.traces.parse as parse_mod
+    from ptb_harness.traces import redact as redact_mod
+
+    monkeypatch.setattr(parse_mod, "PARALLEL_MIN", 0)
+
+    def broken(src, dst, redact, block=1 << 20):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(redact_mod, "redact_stream", broken)  # the forked child inherits it
+    raw = tmp_path / "t.txt"
+    raw.write_text("\n".join(json.dumps(e) for e in EVENTS["claude"]) + "\n")
+    with pytest.raises(RuntimeError, match="redacting .* failed: OSError: No space left on device"):
+        parse_trace_file(
+            raw, tmp_path / "p.txt", sanitized_raw=tmp_path / "rs.txt", sanitized_parsed=tmp_path / "ps.txt"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]
+
+
+def test_redact_stream_drops_a_runaway_line_and_keeps_the_rest(monkeypatch):
+    import io
+
+    from ptb_harness.traces import redact as redact_mod
+
+    monkeypatch.setattr(redact_mod, "MAX_LINE", 1000)
+    src = io.BytesIO(b"first cloud-secret-value-42\n" + b"x" * 5000 + b"\nlast line\n")
+    dst = io.BytesIO()
+    dropped = redact_mod.redact_stream(src, dst, Redactor(SECRETS), block=256)
+    assert dropped == 1
+    assert dst.getvalue() == b"first [REDACTED:CLOUD_CRED]\nlast line\n"

@@ -63,9 +63,11 @@ def strip_prefixes(line: bytes) -> tuple[str, bytes]:
 
 def decode(body: bytes) -> Any:
     """The JSON object on a line, or None (noise, a foreign scalar, truncated JSON)."""
-    b = body.strip()
+    b = body
     if b[:1] != b"{" or b[-1:] != b"}":
-        return None
+        b = body.strip()  # rarely needed: most lines are bare JSON
+        if b[:1] != b"{" or b[-1:] != b"}":
+            return None
     try:
         obj = _loads(b)
     except (_JSONError, ValueError):  # includes invalid UTF-8
@@ -73,18 +75,24 @@ def decode(body: bytes) -> Any:
     return obj if isinstance(obj, dict) else None
 
 
-def read_lines(f: BinaryIO, counts: dict[str, int]) -> Iterator[Line]:
-    """Every line of f, decoded; counts 'lines' and 'oversized'."""
+def read_lines(f: BinaryIO, counts: dict[str, int], decode_json: bool = True) -> Iterator[Line]:
+    """Every line of f, decoded (prefixes and JSON only with decode_json); counts 'lines'
+    and 'oversized'."""
+    lines = 0
     while True:
         raw = f.readline(MAX_LINE)
         if not raw:
             return
         if len(raw) == MAX_LINE and not raw.endswith(b"\n"):
-            counts["oversized"] = counts.get("oversized", 0) + 1
+            counts["oversized"] = counts.get("oversized", 0) + 1  # counted, never decoded
             while (more := f.readline(MAX_LINE)) and not more.endswith(b"\n"):
                 pass
             continue
-        counts["lines"] = counts.get("lines", 0) + 1
+        lines += 1
+        counts["lines"] = lines
         raw = raw.rstrip(b"\r\n")
-        stamp, body = strip_prefixes(raw)
-        yield Line(raw, stamp, body, decode(body))
+        if decode_json:
+            stamp, body = strip_prefixes(raw)
+            yield Line(raw, stamp, body, decode(body))
+        else:
+            yield Line(raw, "", raw, None)

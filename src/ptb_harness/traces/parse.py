@@ -13,16 +13,19 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from ptb_harness.traces.detect import detect, votes
 from ptb_harness.traces.formats import RENDERERS, Renderer
 from ptb_harness.traces.lines import read_lines, strip_prefixes
-from ptb_harness.traces.redact import BlockWriter, Redactor
+from ptb_harness.traces.redact import BlockWriter, RedactedFile, Redactor
 
 #: How many lines detection reads (a format shows itself long before).
 DETECT_LINES = 5000
 #: A file this small with no JSON line may be one pretty-printed object (gemini --output-format json).
 WHOLE_OBJECT_MAX = 64 * 2**20
+#: From this size on, the redactions run in child processes beside the parse.
+PARALLEL_MIN = 8 * 2**20
 
 
 @dataclass
@@ -114,51 +117,20 @@ def parse_trace_file(
     tmp = {p: p.with_name(f".{p.name}.tmp") for p in (parsed, sanitized_raw, sanitized_parsed) if p is not None}
     body, body_s = parsed.with_name(f".{parsed.name}.body"), parsed.with_name(f".{parsed.name}.body_s")
     renderer = RENDERERS[fmt]() if fmt in RENDERERS else None
+    # Big traces: the two redactions run in forked children beside the parse
+    parallel = hasattr(os, "fork") and raw.stat().st_size >= PARALLEL_MIN
+    sinks: list[RedactedFile] = []
     try:
-        with (
-            open(raw, "rb") as src,
-            open(body, "wb") as out_file,
-            open(body_s, "wb") as out_s_file,
-            open(tmp[sanitized_raw], "wb") if sanitized_raw else open(os.devnull, "wb") as raw_s_file,
-        ):
-            out = BlockWriter(out_file, out_s_file, redact)  # the transcript, and its sanitized copy
-            raw_s = BlockWriter(None, raw_s_file, redact)  # the sanitized raw trace
-            counts: dict[str, int] = {}
-            if whole is not None and renderer is not None:
-                stats.rendered_events = 1
-                for text in renderer.render(whole, ""):
-                    out.write(text.encode("utf-8", "replace") + b"\n")
-                    stats.transcript_lines += 1
-            render = renderer.render if renderer is not None else None
-            types = renderer.types if renderer is not None else frozenset()
-            for line in read_lines(src, counts):
-                raw_s.write(line.raw + b"\n")
-                if render is None:  # plain or raw-only: the transcript is the trace itself
-                    out.write(line.raw + b"\n")
-                    continue
-                obj = line.obj
-                if whole is not None:
-                    continue
-                if obj is None:
-                    stats.noise_lines += bool(line.body.strip())
-                    continue
-                v = votes(obj)
-                if (v and fmt not in v) or (not v and obj.get("type") not in types):
-                    stats.foreign_json_lines += 1
-                    continue
-                stats.rendered_events += 1
-                texts = render(obj, line.stamp)
-                if texts:
-                    prefix = f"[{line.stamp}] " if line.stamp else ""
-                    out.write("".join(f"{prefix}{t}\n" for t in texts).encode("utf-8", "replace"))
-                    stats.transcript_lines += len(texts)
-            if renderer is not None and hasattr(renderer, "flush"):
-                for text in renderer.flush():
-                    out.write(text.encode("utf-8", "replace") + b"\n")
+        if sanitized_raw is not None:  # the sanitized raw trace: a redacted copy, read on its own
+            sinks.append(RedactedFile(tmp[sanitized_raw], redact, source=raw, parallel=parallel))
+        with open(raw, "rb") as src, open(body, "wb") as out_file:
+            if sanitized_parsed is not None:
+                sinks.append(RedactedFile(body_s, redact, parallel=parallel))
+            out = BlockWriter(out_file, *sinks[-1:] if sanitized_parsed is not None else ())
+            _render_lines(src, out, renderer, fmt, whole, stats)
             out.flush()
-            raw_s.flush()
-            stats.lines = counts.get("lines", 0)
-            stats.oversized_lines = counts.get("oversized", 0)
+        for sink in sinks:
+            stats.redactions.update(sink.close())
         header = "\n".join(_header(stats, renderer)) + "\n" if renderer is not None else ""
         for target, part in ((parsed, body), (sanitized_parsed, body_s)):
             if target is None:
@@ -167,7 +139,7 @@ def parse_trace_file(
                 data = header.encode()
                 dst.write(redact(data) if target is sanitized_parsed else data)
                 shutil.copyfileobj(src_part, dst, 1 << 20)
-        stats.redactions = redact.hits
+        stats.redactions.update(redact.hits)
         os.chmod(tmp[parsed], 0o600)
         for p in (sanitized_raw, sanitized_parsed):
             if p is not None:
@@ -175,6 +147,54 @@ def parse_trace_file(
         for final, t in tmp.items():
             os.replace(t, final)
     finally:
+        for sink in sinks:
+            sink.abort()
         for p in (body, body_s, *tmp.values()):
             p.unlink(missing_ok=True)
     return stats
+
+
+def _render_lines(
+    src: BinaryIO, out: BlockWriter, renderer: Renderer | None, fmt: str, whole: dict | None, stats: TraceStats
+) -> None:
+    """The transcript's body: every line of src rendered (or copied, for plain traces)."""
+    counts: dict[str, int] = {}
+    if whole is not None and renderer is not None:
+        stats.rendered_events = 1
+        for text in renderer.render(whole, ""):
+            out.write(text.encode("utf-8", "replace") + b"\n")
+            stats.transcript_lines += 1
+    if renderer is None:  # plain or raw-only: the transcript is the trace itself
+        for line in read_lines(src, counts, decode_json=False):
+            out.write(line.raw + b"\n")
+    elif whole is None:
+        render, types = renderer.render, renderer.types
+        noise = foreign = rendered = written = 0
+        for line in read_lines(src, counts):
+            obj = line.obj
+            if obj is None:
+                noise += bool(line.body.strip())
+                continue
+            v = votes(obj)
+            if (v and fmt not in v) or (not v and obj.get("type") not in types):
+                foreign += 1
+                continue
+            rendered += 1
+            texts = render(obj, line.stamp)
+            if texts:
+                # one join per event: a per-line f-string copied every line twice
+                prefix = f"[{line.stamp}] " if line.stamp else ""
+                text = prefix + f"\n{prefix}".join(texts) + "\n"
+                out.write(text.encode("utf-8", "replace"))
+                written += len(texts)
+        stats.noise_lines, stats.foreign_json_lines = noise, foreign
+        stats.rendered_events, stats.transcript_lines = rendered, stats.transcript_lines + written
+    else:
+        for _ in read_lines(src, counts, decode_json=False):
+            pass
+    if renderer is not None and hasattr(renderer, "flush"):
+        for text in renderer.flush():
+            out.write(text.encode("utf-8", "replace") + b"\n")
+            stats.transcript_lines += 1
+    stats.lines = counts.get("lines", 0)
+    stats.oversized_lines = counts.get("oversized", 0)
