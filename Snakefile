@@ -8,6 +8,9 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/demo.smk"
 include: "workflow/rules/solve.smk"
@@ -23,3 +26,4 @@ rule all:
         parsed_traces=all_cell_files("solve_parsed.txt"),
         sanitized_traces=all_cell_files("solve_out_sanitized.txt"),
         tables=TABLES.values(),
+        plots=PLOTS.values(),

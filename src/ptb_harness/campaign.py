@@ -254,7 +254,39 @@ def check_campaign(config: dict[str, Any], workdir: Path) -> Campaign:
     for agent in config.get("agent_config", {}):
         if agent not in config["agents"]:
             raise ConfigError(f"agent_config.{agent}: not an agent of this campaign")
+    _check_leaderboard(config)
     return campaign
+
+
+def _check_leaderboard(config: dict[str, Any]) -> None:
+    board = config.get("leaderboard") or {}
+    tasks = config["tasks"]
+    weighting = board.get("weighting", "equal")
+    for key in ("weights", "instruct_scores"):
+        for task in board.get(key) or {}:
+            if task not in tasks:
+                raise ConfigError(f"leaderboard.{key}.{task}: not a task of this campaign")
+    if weighting == "explicit":
+        missing = [t for t in tasks if t not in (board.get("weights") or {})]
+        if missing:
+            raise ConfigError(f"leaderboard.weights: no weight for task(s) {', '.join(missing)} (weighting explicit)")
+        if not sum(board["weights"].values()) > 0:
+            raise ConfigError("leaderboard.weights: the weights sum to 0")
+    if weighting == "inverse_gap":
+        models = [m["name"] for m in config["models"]]
+        scores = board.get("instruct_scores") or {}
+        for task in tasks:
+            missing = [m for m in models if m not in (scores.get(task) or {})]
+            if missing:
+                raise ConfigError(
+                    f"leaderboard.instruct_scores.{task}: no score for model(s) {', '.join(missing)} "
+                    "(weighting inverse_gap needs every task and model)"
+                )
+        if board.get("base_agent", "noop") not in config["agents"]:
+            raise ConfigError(
+                f"leaderboard.base_agent: {board.get('base_agent', 'noop')!r} is not an agent of this campaign "
+                "(weighting inverse_gap needs the base models' scores)"
+            )
 
 
 def load_campaign_file(path: str | Path) -> dict[str, Any]:

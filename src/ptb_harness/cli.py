@@ -5,7 +5,10 @@
         mid-campaign changes nothing); e.g. `ptb-harness run --profile profiles/slurm`.
 
 ptb-harness collect [--workdir D] [--profile P] [--campaign FILE]
-    Write the tables from whatever exists (unscored cells shown as such).
+    Write the tables and plots from whatever exists (unscored cells shown as such).
+ptb-harness status [--workdir D] [--profile P] [--campaign FILE] [--json | --targets] [--all]
+    The campaign's grid and its unscored cells with their evidence, read from the cell
+    dirs without building the Snakemake DAG.
 ptb-harness parse-trace RAW OUT
     Turn a raw agent trace into a readable transcript.
 """
@@ -29,12 +32,32 @@ def _campaign_args(p: argparse.ArgumentParser) -> None:
 def _collect(args: argparse.Namespace) -> int:
     from ptb_harness.collect import write_tables
     from ptb_harness.config import load_config_files
+    from ptb_harness.plots import write_plots
 
     campaign = load_config_files(args.workdir, args.profile, args.campaign)
-    tables = campaign.results_dir / "tables"
-    table = write_tables(campaign, tables / "cells.csv", tables / "leaderboard.csv", tables / "leaderboard.md")
+    tables, plots = campaign.results_dir / "tables", campaign.results_dir / "plots"
+    table, board, weights = write_tables(
+        campaign, tables / "cells.csv", tables / "leaderboard.csv", tables / "leaderboard.md"
+    )
+    write_plots(table, board, weights, plots, plots / "gpu", tables / "leaderboard.html")
     counts = table["outcome"].value_counts().to_dict()
-    print(f"{len(table)} cells ({', '.join(f'{n} {k}' for k, n in counts.items())}); tables in {tables}")
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items())
+    print(f"{len(table)} cells ({summary}); tables in {tables}, plots in {plots}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from ptb_harness.config import load_config_files
+    from ptb_harness.status import as_json, campaign_status, render, targets
+
+    campaign = load_config_files(args.workdir, args.profile, args.campaign)
+    statuses = campaign_status(campaign)
+    if args.targets:
+        print("\n".join(targets(statuses)))
+    elif args.json:
+        print(as_json(campaign, statuses))
+    else:
+        print(render(campaign, statuses, show_pending=args.all))
     return 0
 
 
@@ -120,6 +143,18 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("collect", help="write the campaign's tables from what exists")
     _campaign_args(p)
     p.set_defaults(func=_collect)
+    p = sub.add_parser("status", help="the campaign's grid and unscored cells, from its files (no DAG)")
+    _campaign_args(p)
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="every cell's outcome and evidence as JSON")
+    out.add_argument(
+        "--targets",
+        action="store_true",
+        help="the metrics.json of every unscored, not running cell, one per line: "
+        "`snakemake --profile P $(ptb-harness status --targets)` reruns just those",
+    )
+    p.add_argument("--all", action="store_true", help="also list pending cells one by one")
+    p.set_defaults(func=_status)
     p = sub.add_parser("doctor", help="check this site before a campaign (non-zero exit on any FAIL)")
     _campaign_args(p)
     p.set_defaults(func=_doctor)

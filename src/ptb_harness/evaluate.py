@@ -27,6 +27,7 @@ from ptb_harness.gpu import job_gpu_set, load_nvml, reap
 from ptb_harness.gpu_monitor import GpuMonitor
 from ptb_harness.hf_cache import hf_cache_view
 from ptb_harness.procs import iso_utc, run_budgeted, utc_stamp
+from ptb_harness.provenance import cell_provenance, scorer_versions, versions_command
 from ptb_harness.records import atomic_write_bytes, atomic_write_json, read_json
 from ptb_harness.sandbox import Bind, Sandbox
 from ptb_harness.snapshot import provenance
@@ -180,6 +181,8 @@ def run_evaluate(
             log.warning("attempt %d failed: evaluate.py %s, %s", k, entry["process"], why)
             atomic_write_json(record_path, {**record, "status": "running"})
     finally:
+        if record["attempts"]:  # the scorer ran: record what ran it, scored or not
+            _write_provenance(campaign, cell, solve, sandbox, task, work, gpu_set, nvml, cell_dir)
         stack.close()
         shutil.rmtree(work, ignore_errors=True)
     last = record["attempts"][-1]
@@ -190,3 +193,39 @@ def run_evaluate(
     )
     atomic_write_json(record_path, record)
     raise HarnessError(record["reason"])
+
+
+def _write_provenance(
+    campaign: Campaign,
+    cell: Cell,
+    solve: dict,
+    sandbox: Sandbox,
+    task: Any,
+    work: Path,
+    gpu_set: Any,
+    nvml: Any,
+    cell_dir: Path,
+) -> None:
+    """provenance.json, with the scorer's package versions read inside its own sandbox.
+    A record, never a reason to fail the stage."""
+    try:
+        launch = sandbox.launch(
+            role="scorer",
+            command=versions_command(),
+            job_home=work / "home",
+            job_tmp=work / "tmp",
+            workdir="task",
+            env={},
+            pass_names=(),
+            gpus=gpu_set.sandbox_ids(),
+            binds=[],
+            hf_home_host=None,
+            hf_read_only=True,
+        )
+        packages = scorer_versions(launch.argv, launch.env, launch.cwd)
+        atomic_write_json(
+            cell_dir / "provenance.json",
+            cell_provenance(campaign, cell, solve=solve, gpus=gpu_set.gpus, nvml=nvml, scorer_packages=packages),
+        )
+    except Exception as e:  # noqa: BLE001
+        log.warning("provenance.json not written: %s: %s", type(e).__name__, e)

@@ -1,61 +1,227 @@
-"""The outcome of a cell, decided from its records alone (no Snakemake DAG needed)."""
+"""The outcome of a cell, decided by one function from the cell's records (no Snakemake DAG).
+
+Every cell has exactly one outcome:
+
+- `scored`: a valid metrics.json.
+- `agent_failed`: the agent ran and left no usable model: no final model, or a scorer
+  that failed because of the model (it could not be loaded: missing config or weights,
+  an unknown architecture, a broken safetensors file; or evaluate.py said so with a
+  line starting `PTB_MODEL_INVALID:`).
+- `infra_failed`: the harness or the machine failed: the CUDA preflight refused, a stage
+  failed in the harness, a job died without a record (node failure, SIGKILL, walltime),
+  the scorer failed for reasons outside the model, or metrics.json is corrupt.
+- `running`: a stage is in progress (its process is alive, or its scheduler job is).
+- `pending`: not run yet, or solved and waiting for its score.
+
+The evidence (a short quote of the record that decided) goes with it into every table.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ptb_harness.evaluate import check_metrics
 from ptb_harness.records import read_json
 
-#: Every cell has exactly one of these.
 OUTCOMES = ("scored", "agent_failed", "infra_failed", "pending", "running")
+
+#: What a scorer's log says when the model, not the machine, could not be scored.
+MODEL_FAULTS = re.compile(
+    r"PTB_MODEL_INVALID:.*"
+    r"|does not appear to have (?:a file named|files named) [\w.,\- ]+"
+    r"|Unrecognized (?:configuration class|model)[^\n]*"
+    r"|(?:SafetensorError|safetensors_rust\.SafetensorError)[^\n]*"
+    r"|Error while deserializing header[^\n]*"
+    r"|is not a valid model identifier[^\n]*"
+    r"|No such file or directory: '[^']*(?:config\.json|\.safetensors|\.bin)'"
+    r"|size mismatch for [^\n]*"
+)
+#: How much of an attempt log's end is searched for a model fault.
+LOG_TAIL_BYTES = 64 * 1024
+
+#: The files a cell's outcome is decided from (status reads only these).
+RECORD_FILES = (
+    "metrics.json",
+    "solve.json",
+    "evaluate.json",
+    "preflight.json",
+    "solve.state.json",
+    "evaluate.state.json",
+)
 
 
 @dataclass(frozen=True)
 class CellRecords:
-    solve: dict | None
-    evaluate: dict | None
-    metrics: dict | None
-    metrics_problem: str | None
+    solve: dict | None = None
+    evaluate: dict | None = None
+    metrics: dict | None = None
+    metrics_problem: str | None = None
     preflight: dict | None = None
+    solve_state: dict | None = None
+    evaluate_state: dict | None = None
+    #: the end of each failed evaluate attempt's log, keyed by attempt number
+    attempt_log_tails: dict[int, str] | None = None
 
 
-def read_cell(cell_dir: Path) -> CellRecords:
-    solve = read_json(cell_dir / "solve.json")
-    evaluate = read_json(cell_dir / "evaluate.json")
+def _dict(value: Any) -> dict | None:
+    return value if isinstance(value, dict) else None
+
+
+def read_cell(cell_dir: Path, present: set[str] | None = None) -> CellRecords:
+    """The cell's records. `present`, when given, names the files known to exist (one
+    directory listing instead of a failed open per missing file)."""
+
+    def load(name: str) -> dict | None:
+        if present is not None and name not in present:
+            return None
+        return _dict(read_json(cell_dir / name))
+
     metrics = problem = None
-    try:
-        data = (cell_dir / "metrics.json").read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        data = None
-    if data is not None:
-        metrics, problem = check_metrics(data)
-    preflight = read_json(cell_dir / "preflight.json")
+    if present is None or "metrics.json" in present:
+        try:
+            data = (cell_dir / "metrics.json").read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            data = None
+        if data is not None:
+            metrics, problem = check_metrics(data)
+    evaluate = load("evaluate.json")
+    tails = None
+    if evaluate is not None and evaluate.get("status") == "failed":
+        tails = {}
+        for att in evaluate.get("attempts") or []:
+            if isinstance(att, dict) and not att.get("ok") and isinstance(att.get("log"), str):
+                tails[int(att.get("attempt", 0))] = _tail(cell_dir / att["log"])
     return CellRecords(
-        solve if isinstance(solve, dict) else None,
-        evaluate if isinstance(evaluate, dict) else None,
-        metrics,
-        problem or None,
-        preflight if isinstance(preflight, dict) else None,
+        solve=load("solve.json"),
+        evaluate=evaluate,
+        metrics=metrics,
+        metrics_problem=problem or None,
+        preflight=load("preflight.json"),
+        solve_state=load("solve.state.json"),
+        evaluate_state=load("evaluate.state.json"),
+        attempt_log_tails=tails,
     )
 
 
-def classify(rec: CellRecords) -> tuple[str, str]:
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+#: Whether the process or job of a `running` state record still lives: True, False, or
+#: None when that cannot be known from here.
+Liveness = Callable[[dict], bool | None]
+
+
+def local_liveness(slurm_jobs: Callable[[], set[str] | None] = lambda: None) -> Liveness:
+    """Liveness from this host's /proc (same host: the pid and its start time) and, for
+    records of Slurm jobs, the job ids Slurm still has (`slurm_jobs`, asked at most once,
+    and only when a record names a Slurm job)."""
+    from ptb_harness.stage import process_start_ticks
+
+    here = socket.gethostname()
+    asked: list[set[str] | None] = []
+
+    def alive(state: dict) -> bool | None:
+        job = (state.get("scheduler") or {}).get("SLURM_JOB_ID")
+        if job:
+            if not asked:
+                asked.append(slurm_jobs())
+            if asked[0] is not None:
+                return str(job) in asked[0]
+        if state.get("host") == here and isinstance(state.get("pid"), int):
+            ticks = process_start_ticks(state["pid"])
+            return ticks is not None and ticks == state.get("pid_start_ticks")
+        return None
+
+    return alive
+
+
+def _where(state: dict) -> str:
+    job = state.get("scheduler") or {}
+    jid = job.get("SLURM_JOB_ID") or job.get("condor_ClusterId")
+    return f"on {state.get('host', '?')} (pid {state.get('pid', '?')}{f', job {jid}' if jid else ''})"
+
+
+def _running(state: dict | None, alive: Liveness) -> tuple[bool, str] | None:
+    """For a `running` state record: (still alive?, how it reads); None for other states."""
+    if not state or state.get("state") != "running":
+        return None
+    live = alive(state)
+    since = f"since {state.get('started_at', '?')} {_where(state)}"
+    if live is False:
+        return False, f"{state.get('stage', 'stage')} died without a record {since}: node failure, kill or walltime"
+    return True, f"{state.get('stage', 'stage')} running {since}" + ("" if live else " (not verifiable from here)")
+
+
+def _model_fault(rec: CellRecords) -> str | None:
+    """The scorer's words when every failed attempt failed because of the model."""
+    tails = rec.attempt_log_tails or {}
+    if not tails:
+        return None
+    found = []
+    for tail in tails.values():
+        matches = MODEL_FAULTS.findall(tail)
+        if not matches:
+            return None
+        found.append(matches[-1].strip())  # the last: the error the attempt died of
+    return found[-1][:300]
+
+
+def classify(rec: CellRecords, alive: Liveness = lambda state: None) -> tuple[str, str]:
     """(outcome, evidence): one of OUTCOMES and a short quote of the record that decided it."""
     if rec.metrics is not None:
         return "scored", f"accuracy {rec.metrics['accuracy']}"
     if rec.metrics_problem:
         return "infra_failed", f"metrics.json is invalid: {rec.metrics_problem}"
+    evaluating = _running(rec.evaluate_state, alive)
+    if evaluating and evaluating[0]:
+        return "running", evaluating[1]
     if rec.solve is None:
+        solving = _running(rec.solve_state, alive)
+        if solving and solving[0]:
+            return "running", solving[1]
         if (rec.preflight or {}).get("status") == "failed":
             return "infra_failed", f"CUDA preflight failed, agent not started: {rec.preflight.get('reason', '?')}"
+        if solving:
+            return "infra_failed", solving[1]
+        if (rec.solve_state or {}).get("state") == "failed":
+            return "infra_failed", f"solve failed in the harness: {rec.solve_state.get('reason', '?')}"
         return "pending", "not solved yet"
+    agent = f"agent {rec.solve.get('description', '?')}"
     if not rec.solve.get("final_model_files"):
-        return "agent_failed", f"agent {rec.solve.get('description', '?')}; no final model"
+        return "agent_failed", f"{agent}; no final model"
     ev = rec.evaluate or {}
+    if ev.get("status") == "no_model":
+        return "agent_failed", f"{agent}; {ev.get('reason', 'no final model')}"
     if ev.get("status") == "failed":
+        fault = _model_fault(rec)
+        if fault:
+            return "agent_failed", f"{agent}; the model cannot be scored: {fault}"
         return "infra_failed", f"scorer: {ev.get('reason', '?')}"
-    if ev.get("status") == "running":
-        return "running", "evaluating"
-    return "pending", f"solved ({rec.solve.get('description', '?')}); not scored yet"
+    if evaluating:
+        return "infra_failed", evaluating[1]
+    if (rec.evaluate_state or {}).get("state") == "failed":
+        return "infra_failed", f"evaluate failed in the harness: {rec.evaluate_state.get('reason', '?')}"
+    return "pending", f"solved ({agent}); not scored yet"
+
+
+def cell_outcome(cell_dir: Path, alive: Liveness = lambda state: None) -> tuple[str, str, CellRecords]:
+    """Read and classify one cell dir (one listing, then only the files that exist)."""
+    try:
+        present = {e.name for e in os.scandir(cell_dir)}
+    except (FileNotFoundError, NotADirectoryError):
+        return "pending", "not solved yet", CellRecords()
+    rec = read_cell(cell_dir, present)
+    outcome, evidence = classify(rec, alive)
+    return outcome, evidence, rec

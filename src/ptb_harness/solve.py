@@ -33,6 +33,7 @@ from ptb_harness.preflight import preflight_command, verdict
 from ptb_harness.procs import ProcessResult, iso_utc, run_budgeted
 from ptb_harness.records import atomic_write_json, atomic_write_text
 from ptb_harness.sandbox import Bind, Launch, Sandbox
+from ptb_harness.scheduler import scheduler_job
 from ptb_harness.snapshot import provenance
 from ptb_harness.tasks import TaskSpec, load_task
 
@@ -97,30 +98,6 @@ def run_preflight(
     if result.status == "timeout":
         return False, "preflight did not finish in time"
     return verdict(log_path.read_text(errors="replace"))
-
-
-#: What identifies the job in its scheduler (recorded, so every cell traces to a job).
-_SCHEDULER_VARS = (
-    "SLURM_JOB_ID",
-    "SLURM_JOB_PARTITION",
-    "SLURM_JOB_NODELIST",
-    "SLURM_JOB_GPUS",
-    "_CONDOR_AssignedGPUs",
-)
-
-
-def scheduler_job(host_env: Mapping[str, str]) -> dict[str, str]:
-    job = {k: host_env[k] for k in _SCHEDULER_VARS if k in host_env}
-    ad = host_env.get("_CONDOR_JOB_AD")
-    if ad:
-        try:
-            for line in Path(ad).read_text().splitlines():
-                key, _, value = line.partition(" = ")
-                if key in ("ClusterId", "ProcId", "RemoteHost"):
-                    job[f"condor_{key}"] = value.strip('"')
-        except OSError:
-            pass
-    return job
 
 
 def _sha256(path: Path) -> str:

@@ -1,27 +1,68 @@
-"""Glue between a Snakemake job and the stage functions: logging, and errors as one line.
+"""Glue between a Snakemake job and the stage functions: logging, errors as one line, and
+the stage's state record.
 
 A HarnessError ends the job with one line in its log (and on stderr), not a traceback;
 anything unexpected keeps its traceback, in the log.
+
+`<cell>/<stage>.state.json` says the stage is running (host, pid, scheduler job), done,
+or failed and why. It is not a Snakemake output, so it survives the failed job that
+wrote it; a `running` state whose process is gone means the job died unrecorded (node
+failure, SIGKILL, walltime), which `ptb_harness.outcome` reports as such.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign import Campaign, Cell
 from ptb_harness.errors import HarnessError
+from ptb_harness.procs import iso_utc
+from ptb_harness.records import atomic_write_json
+from ptb_harness.scheduler import scheduler_job
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+def process_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (tells a pid from its reuse)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _write_state(path: Path | None, state: dict[str, Any]) -> None:
+    if path is not None:
+        with contextlib.suppress(OSError):  # a record of the state must not fail the stage
+            atomic_write_json(path, state)
+
+
 @contextlib.contextmanager
-def stage(log_path: str | Path, name: str) -> Iterator[logging.Logger]:
+def stage(log_path: str | Path, name: str, cell_dir: str | Path | None = None) -> Iterator[logging.Logger]:
     log_path = Path(log_path)
+    state_path = Path(cell_dir) / f"{name}.state.json" if cell_dir is not None else None
+    state: dict[str, Any] = {
+        "stage": name,
+        "state": "running",
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "pid_start_ticks": process_start_ticks(os.getpid()),
+        "started_at": iso_utc(time.time()),
+        "scheduler": scheduler_job(os.environ),
+        "log": str(log_path),
+    }
+    if state_path is not None:
+        state_path.parent.mkdir(parents=True, exist_ok=True)
+    _write_state(state_path, state)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger("ptb_harness")
     root.setLevel(logging.INFO)
@@ -32,11 +73,15 @@ def stage(log_path: str | Path, name: str) -> Iterator[logging.Logger]:
     logger = logging.getLogger(f"ptb_harness.{name}")
     try:
         yield logger
+        _write_state(state_path, {**state, "state": "done", "ended_at": iso_utc(time.time())})
     except HarnessError as e:
         logger.error("%s failed: %s", name, e)
+        _write_state(state_path, {**state, "state": "failed", "reason": str(e), "ended_at": iso_utc(time.time())})
         raise SystemExit(1) from None
-    except Exception:
+    except Exception as e:
         logger.exception("%s failed with an unexpected error (a harness bug)", name)
+        reason = f"harness bug: {type(e).__name__}: {e}"
+        _write_state(state_path, {**state, "state": "failed", "reason": reason, "ended_at": iso_utc(time.time())})
         raise SystemExit(1) from None
     finally:
         for h in handlers:

@@ -1,8 +1,11 @@
 import json
 from pathlib import Path
 
+import pandas as pd
+import pytest
+
 from ptb_harness.campaign import Cell
-from ptb_harness.collect import cell_table, leaderboard, leaderboard_markdown
+from ptb_harness.collect import cell_table, leaderboard, leaderboard_markdown, task_weights
 from ptb_harness.config import load_config
 
 
@@ -41,9 +44,68 @@ def test_unscored_cells_are_named_never_zero(tmp_path: Path):
     table = cell_table(campaign)
     assert list(table["outcome"]) == ["scored", "scored", "agent_failed", "pending"]
     assert table["accuracy"].isna().sum() == 2
-    board = leaderboard(table).set_index("agent")
-    assert board.loc["good", "mean_accuracy"] == 0.7 and board.loc["good", "n_scored"] == 2
-    assert board.loc["bad", "n_scored"] == 0 and board.loc["bad", "mean_accuracy"] != 0
-    md = leaderboard_markdown(leaderboard(table), table)
-    assert "| bad | — (0/2) |" in md and "| good | 0.700 (2/2) |" in md
+    board, _ = leaderboard(table)
+    board = board[board["task"] == "t"].set_index("entry")
+    assert board.loc["good", "mean"] == 0.7 and board.loc["good", "n_scored"] == 2
+    assert round(board.loc["good", "std"], 6) == round(0.1414213562, 6)  # sample std of 0.8, 0.6
+    assert board.loc["bad", "n_scored"] == 0 and board.loc["bad", "mean"] != 0
+    board, weights = leaderboard(table)
+    md = leaderboard_markdown(board, weights, table)
+    assert "| bad | — (0/2) | — (0/2) |" in md and "| good | 0.700 ± 0.141 (2/2) | 0.700 ± 0.141 (2/2) |" in md
     assert "agent exited with code 3; no final model" in md
+
+
+def _table(rows):
+    cols = ["agent", "task", "model", "hours", "num_gpus", "run", "accuracy", "outcome"]
+    return pd.DataFrame([dict(zip(cols, r, strict=True)) for r in rows])
+
+
+def test_inverse_gap_weights_against_a_hand_computed_example():
+    """Two tasks, two models, two repeats. Base (noop) means: t1 0.1, t2 0.4; instruct
+    means: t1 0.6 (0.5, 0.7), t2 0.6. Gaps 0.5 and 0.2 -> raw weights 2 and 5 -> 2/7, 5/7.
+    Agent x: t1 per-model means 0.5, 0.3 -> 0.4; t2 0.7, 0.5 -> 0.6.
+    Weighted: 2/7*0.4 + 5/7*0.6 = 3.8/7 = 0.542857. Per repeat: run1 t1 (0.6+0.2)/2=0.4,
+    t2 (0.8+0.4)/2=0.6 -> 0.542857; run2 t1 (0.4+0.4)/2=0.4, t2 (0.6+0.6)/2=0.6 -> 0.542857: std 0."""
+    rows = []
+    for run, (a, b, c, d) in {1: (0.6, 0.2, 0.8, 0.4), 2: (0.4, 0.4, 0.6, 0.6)}.items():
+        rows += [
+            ("x", "t1", "m1", "1", 0, run, a, "scored"),
+            ("x", "t1", "m2", "1", 0, run, b, "scored"),
+            ("x", "t2", "m1", "1", 0, run, c, "scored"),
+            ("x", "t2", "m2", "1", 0, run, d, "scored"),
+        ]
+        rows += [
+            (("noop", t, m, "1", 0, run, v, "scored")) for t, v in (("t1", 0.1), ("t2", 0.4)) for m in ("m1", "m2")
+        ]
+    config = {
+        "weighting": "inverse_gap",
+        "base_agent": "noop",
+        "instruct_scores": {"t1": {"m1": 0.5, "m2": 0.7}, "t2": {"m1": 0.6, "m2": 0.6}},
+    }
+    board, weights = leaderboard(_table(rows), config)
+    assert weights.by_task == pytest.approx({"t1": 2 / 7, "t2": 5 / 7})
+    x = board[(board["entry"] == "x")].set_index("task")
+    assert x.loc["weighted average", "mean"] == pytest.approx(3.8 / 7)
+    assert x.loc["weighted average", "std"] == pytest.approx(0.0)
+    assert x.loc["t1", "mean"] == pytest.approx(0.4) and x.loc["t1", "n_scored"] == 4
+    kinds = board.drop_duplicates("entry").set_index("entry")["kind"]
+    assert kinds.to_dict() == {"x": "agent", "noop": "base model", "instruct models (published)": "instruct model"}
+    base = board[(board["entry"] == "noop") & (board["task"] == "weighted average")].iloc[0]
+    assert base["mean"] == pytest.approx(2 / 7 * 0.1 + 5 / 7 * 0.4)
+
+
+def test_weights_are_undefined_not_invented_when_instruct_is_not_above_base():
+    w = task_weights({"weighting": "inverse_gap", "instruct_scores": {"t": {"m": 0.3}}}, ["t"], {"t": 0.4})
+    assert w.by_task == {} and "instruct 0.3000 <= base 0.4000" in w.problem
+    w = task_weights({"weighting": "explicit", "weights": {"a": 1, "b": 3}}, ["a", "b"], {})
+    assert w.by_task == {"a": 0.25, "b": 0.75}
+
+
+def test_an_incomplete_task_leaves_the_weighted_average_empty_not_zero():
+    rows = [("x", "t1", "m1", "1", 0, 1, 0.5, "scored"), ("x", "t2", "m1", "1", 0, 1, None, "infra_failed")]
+    board, _ = leaderboard(_table(rows))
+    x = board.set_index("task")
+    assert x.loc["t2", "n_scored"] == 0 and pd.isna(x.loc["t2", "mean"])
+    assert pd.isna(x.loc["weighted average", "mean"]) and not x.loc["weighted average", "complete"]
+    md = leaderboard_markdown(board, task_weights({}, ["t1", "t2"], {}), _table(rows).assign(evidence="e"))
+    assert "| x | 0.500 (1/1) | — (0/1) | — (1/2) |" in md

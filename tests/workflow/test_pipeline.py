@@ -155,4 +155,4 @@ def test_a_gpu_cell_on_a_machine_without_gpus_is_an_infrastructure_failure(workd
     rows = {r["num_gpus"]: r for r in csv.DictReader((workdir / "results/tables/cells.csv").open())}
     assert rows["0"]["outcome"] == "scored"
     assert rows["1"]["outcome"] == "infra_failed"
-    assert rows["1"]["reason"] == "CUDA preflight failed, agent not started: no NVIDIA driver on this machine"
+    assert rows["1"]["evidence"] == "CUDA preflight failed, agent not started: no NVIDIA driver on this machine"

@@ -1,12 +1,55 @@
-# collect: tables of every cell. `ptb-harness collect` writes the same tables from
-# whatever exists when some cells have no score yet.
+# collect: tables and plots of every cell, marked for `snakemake --report`.
+# `ptb-harness collect` writes the same from whatever exists when some cells have no score.
 
 
 rule collect:
     input:
         metrics=all_cell_files("metrics.json"),
     output:
-        **TABLES,
+        cells=report(
+            TABLES["cells"],
+            caption="../report/cells.rst",
+            category="Tables",
+            labels={"result": "cells table"},
+        ),
+        leaderboard_csv=report(
+            TABLES["leaderboard_csv"],
+            caption="../report/leaderboard.rst",
+            category="Leaderboard",
+            labels={"result": "leaderboard table"},
+        ),
+        leaderboard_md=TABLES["leaderboard_md"],
+        leaderboard_html=report(
+            TABLES["leaderboard_html"],
+            caption="../report/leaderboard.rst",
+            category="Leaderboard",
+            labels={"result": "leaderboard"},
+        ),
+        leaderboard_png=report(
+            PLOTS["leaderboard_png"],
+            caption="../report/plot_leaderboard.rst",
+            category="Leaderboard",
+            labels={"result": "leaderboard plot"},
+        ),
+        heatmap_png=report(
+            PLOTS["heatmap_png"],
+            caption="../report/plot_heatmap.rst",
+            category="Leaderboard",
+            labels={"result": "task heatmap"},
+        ),
+        time_png=report(
+            PLOTS["time_png"],
+            caption="../report/plot_time.rst",
+            category="Time",
+            labels={"result": "time vs budget"},
+        ),
+        gpu_plots=report(
+            directory(GPU_PLOTS),
+            patterns=["{name}.png"],
+            caption="../report/plot_gpu.rst",
+            category="GPU",
+            labels={"result": "GPU use: {name}"},
+        ),
     log:
         f"{RESULTS}/logs/collect.log",
     localrule: True

@@ -23,7 +23,14 @@ TABLES = {
     "cells": f"{RESULTS}/tables/cells.csv",
     "leaderboard_csv": f"{RESULTS}/tables/leaderboard.csv",
     "leaderboard_md": f"{RESULTS}/tables/leaderboard.md",
+    "leaderboard_html": f"{RESULTS}/tables/leaderboard.html",
 }
+PLOTS = {
+    "leaderboard_png": f"{RESULTS}/plots/leaderboard.png",
+    "heatmap_png": f"{RESULTS}/plots/heatmap.png",
+    "time_png": f"{RESULTS}/plots/time_vs_budget.png",
+}
+GPU_PLOTS = f"{RESULTS}/plots/gpu"
 
 
 wildcard_constraints:

@@ -4,7 +4,9 @@ from pathlib import Path
 from ptb_harness.evaluate import run_evaluate
 from ptb_harness.stage import from_snakemake, stage
 
-with stage(snakemake.log[0], "evaluate"):  # noqa: F821 (snakemake is injected)
+# the state record (evaluate.state.json) lives beside metrics.json
+cell_dir = Path(snakemake.output.metrics).parent  # noqa: F821 (snakemake is injected)
+with stage(snakemake.log[0], "evaluate", cell_dir):  # noqa: F821
     campaign, cell = from_snakemake(snakemake)  # noqa: F821
     run_evaluate(
         campaign,

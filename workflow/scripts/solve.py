@@ -4,7 +4,9 @@ from pathlib import Path
 from ptb_harness.solve import run_solve
 from ptb_harness.stage import from_snakemake, stage
 
-with stage(snakemake.log[0], "solve"):  # noqa: F821 (snakemake is injected)
+# the state record (solve.state.json) lives beside solve.json
+cell_dir = Path(snakemake.output.solve_json).parent  # noqa: F821 (snakemake is injected)
+with stage(snakemake.log[0], "solve", cell_dir):  # noqa: F821
     campaign, cell = from_snakemake(snakemake)  # noqa: F821
     out = snakemake.output  # noqa: F821
     run_solve(

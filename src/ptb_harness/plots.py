@@ -1,0 +1,167 @@
+"""The campaign's plots (PNG), from the cell table and the leaderboard: bars with error
+bars, a task heatmap, time used against budget, and a cell's GPU use over time."""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on a cluster node
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ptb_harness.collect import AGENT, LEGEND, WEIGHTED, Weights, leaderboard_wide, weights_line  # noqa: E402
+from ptb_harness.records import atomic_write_text  # noqa: E402
+
+PLOT_NAMES = ("leaderboard.png", "heatmap.png", "time_vs_budget.png")
+_STYLE = (
+    "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+    "td,th{border:1px solid #bbb;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
+    "tr.ref td{font-style:italic;color:#555}"
+)
+
+
+def _save(fig: plt.Figure, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def leaderboard_bars(board: pd.DataFrame, path: Path) -> None:
+    """Weighted average (or the only task) per entry, ± std over repeats; unscored shown as such."""
+    tasks = [t for t in board["task"].unique() if t != WEIGHTED]
+    column = tasks[0] if len(tasks) == 1 else WEIGHTED
+    rows = board[board["task"] == column]
+    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(rows) + 2), 3.6))
+    for i, r in enumerate(rows.itertuples()):
+        if math.isnan(r.mean):
+            ax.text(i, 0.02, "no score", rotation=90, ha="center", va="bottom", color="grey")
+            continue
+        ax.bar(
+            i,
+            r.mean,
+            yerr=None if math.isnan(r.std) else r.std,
+            capsize=4,
+            color="tab:blue" if r.kind == AGENT else "lightgrey",
+            hatch="" if r.kind == AGENT else "//",
+            edgecolor="black",
+        )
+        ax.text(i, r.mean, f"{r.mean:.3f}\n({r.n_scored}/{r.n_cells})", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(rows)), [f"{e}" for e in rows["entry"]], rotation=20, ha="right")
+    ax.set_ylim(0, 1.15)
+    ax.set_ylabel(f"accuracy ({column})")
+    ax.set_title("Leaderboard (error bars: std over repeats; hatched: reference)")
+    _save(fig, path)
+
+
+def task_heatmap(board: pd.DataFrame, path: Path) -> None:
+    """Entry x task mean accuracy; cells with no score are blank and labelled."""
+    grid = board.pivot_table(index="entry", columns="task", values="mean", aggfunc="first", dropna=False)
+    fig, ax = plt.subplots(figsize=(1.3 * len(grid.columns) + 3, 0.5 * len(grid) + 1.5))
+    im = ax.imshow(grid.to_numpy(dtype=float), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    for (i, j), v in pd.DataFrame(grid.to_numpy(dtype=float)).stack(future_stack=True).items():
+        ax.text(j, i, "no score" if math.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=8, color="w")
+    ax.set_xticks(range(len(grid.columns)), grid.columns, rotation=20, ha="right")
+    ax.set_yticks(range(len(grid.index)), grid.index)
+    fig.colorbar(im, ax=ax, label="accuracy")
+    ax.set_title("Mean accuracy per task")
+    _save(fig, path)
+
+
+def time_vs_budget(table: pd.DataFrame, path: Path) -> None:
+    """Each solved cell's agent time as a fraction of its budget, per agent."""
+    solved = table.dropna(subset=["solve_duration_s"])
+    agents = sorted(table["agent"].unique())
+    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(agents) + 2), 3.4))
+    for i, agent in enumerate(agents):
+        mine = solved[solved["agent"] == agent]
+        frac = mine["solve_duration_s"] / mine["budget_s"]
+        ax.scatter([i] * len(frac), frac, alpha=0.7)
+    ax.axhline(1.0, color="red", linestyle="--", label="budget")
+    ax.set_xticks(range(len(agents)), agents, rotation=20, ha="right")
+    ax.set_ylabel("agent time / budget")
+    ax.set_title("Time used vs budget (one point per solved cell)")
+    ax.legend()
+    _save(fig, path)
+
+
+def gpu_over_time(monitor_csv: Path, path: Path, title: str) -> bool:
+    """Memory and utilisation per GPU over time from a cell's gpu_monitor.csv."""
+    data = pd.read_csv(monitor_csv)
+    if data.empty:
+        return False
+    data["time"] = pd.to_datetime(data["time"], utc=True)
+    t0 = data["time"].min()
+    fig, (mem, util) = plt.subplots(2, 1, figsize=(7, 4.5), sharex=True)
+    for (uuid, stage), part in data.groupby(["gpu_uuid", "stage"]):
+        minutes = (part["time"] - t0).dt.total_seconds() / 60
+        label = f"{stage} {str(uuid)[:12]}"
+        mem.plot(minutes, part["memory_used_mib"] / 1024, label=label)
+        util.plot(minutes, part["utilization_pct"], label=label)
+    mem.set_ylabel("memory used (GiB)")
+    util.set_ylabel("utilisation (%)")
+    util.set_xlabel("minutes since the first sample")
+    mem.legend(fontsize=7)
+    mem.set_title(title)
+    _save(fig, path)
+    return True
+
+
+def leaderboard_html(
+    board: pd.DataFrame, weights: Weights, table: pd.DataFrame, images: list[Path], path: Path
+) -> None:
+    """One self-contained page: the leaderboard table, its legend and weights, the plots
+    (embedded), and every cell without a score with its evidence."""
+    head, rows = leaderboard_wide(board)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Leaderboard</title><style>{_STYLE}</style>"]
+    parts += ["</head><body><h1>Leaderboard</h1>", f"<p>{html.escape(LEGEND)}</p>", "<table id='leaderboard'>"]
+    parts.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
+    for r in rows:
+        cls = " class='ref'" if ":" in r[0] and r[0].split(":")[0] in ("base model", "instruct model") else ""
+        parts.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>")
+    parts += ["</table>", f"<p>{html.escape(weights_line(weights))}</p>"]
+    for img in images:
+        data = base64.b64encode(img.read_bytes()).decode()
+        parts.append(f"<p><img alt='{html.escape(img.stem)}' src='data:image/png;base64,{data}'></p>")
+    unscored = table[table["outcome"] != "scored"]
+    if len(unscored):
+        parts.append(f"<h2>Cells without a score ({len(unscored)})</h2><table id='unscored'>")
+        cols = ["agent", "task", "model", "hours", "num_gpus", "run", "outcome", "evidence"]
+        parts.append("<tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>")
+        for r in unscored[cols].itertuples(index=False):
+            parts.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>")
+        parts.append("</table>")
+    parts.append("</body></html>")
+    atomic_write_text(path, "\n".join(parts))
+
+
+def write_plots(
+    table: pd.DataFrame,
+    board: pd.DataFrame,
+    weights: Weights,
+    plots_dir: Path,
+    gpu_dir: Path | None = None,
+    html_path: Path | None = None,
+) -> list[Path]:
+    """Every plot; GPU plots (one per cell with a monitor CSV) go to gpu_dir; with
+    html_path, also the self-contained leaderboard page."""
+    written = [plots_dir / n for n in PLOT_NAMES]
+    leaderboard_bars(board, written[0])
+    task_heatmap(board, written[1])
+    time_vs_budget(table, written[2])
+    if html_path is not None:
+        leaderboard_html(board, weights, table, written[:2], html_path)
+    if gpu_dir is not None:
+        gpu_dir.mkdir(parents=True, exist_ok=True)
+        for r in table.itertuples():
+            csv = Path(r.cell_dir) / "gpu_monitor.csv"
+            name = f"{r.agent}.{r.task}.{r.model}.{r.hours}h-{r.num_gpus}gpu-run{r.run}.png"
+            if csv.is_file() and gpu_over_time(csv, gpu_dir / name, name.removesuffix(".png")):
+                written.append(gpu_dir / name)
+    return written

@@ -1,0 +1,104 @@
+"""`ptb-harness status`: where a campaign stands, from its files alone (no Snakemake DAG).
+
+A grid with a row per agent and model and a column per task. Each entry has one mark
+per cell (hours, GPUs and repeat, in that order): S scored, A agent_failed,
+I infra_failed, R running, . pending. Under it, the counts per outcome and every cell
+that failed or runs, with its evidence.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ptb_harness.campaign import CELL_DIR_PATTERN, Campaign, Cell
+from ptb_harness.outcome import OUTCOMES, Liveness, cell_outcome, local_liveness
+from ptb_harness.scheduler import live_slurm_jobs
+
+MARKS = {"scored": "S", "agent_failed": "A", "infra_failed": "I", "running": "R", "pending": "."}
+
+
+@dataclass(frozen=True)
+class CellStatus:
+    cell: Cell
+    outcome: str
+    evidence: str
+    #: metrics.json as Snakemake names it (relative to the working directory, as configured)
+    target: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.cell.wildcards, "outcome": self.outcome, "evidence": self.evidence, "target": self.target}
+
+
+def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[CellStatus]:
+    """The outcome of every cell; a record of a running stage is checked against this
+    host's processes and (asked once, only if needed) Slurm's queue."""
+    results = campaign.config["paths"]["results_dir"]
+    alive = alive or local_liveness(live_slurm_jobs)
+    out = []
+    for cell in campaign.cells():
+        rel = CELL_DIR_PATTERN.format(**cell.wildcards)
+        outcome, evidence, _ = cell_outcome(campaign.results_dir / rel, alive)
+        out.append(CellStatus(cell, outcome, evidence, f"{results}/{rel}/metrics.json"))
+    return out
+
+
+def counts(statuses: list[CellStatus]) -> dict[str, int]:
+    c = Counter(s.outcome for s in statuses)
+    return {k: c.get(k, 0) for k in OUTCOMES}
+
+
+def grid(statuses: list[CellStatus]) -> list[str]:
+    """Rows agent/model, columns task, one mark per cell."""
+    tasks = sorted({s.cell.task for s in statuses})
+    entries: dict[tuple[str, str], dict[str, list[tuple[Any, str]]]] = {}
+    for s in statuses:
+        row = entries.setdefault((s.cell.agent, s.cell.model), {})
+        key = (float(s.cell.hours), s.cell.num_gpus, s.cell.run)
+        row.setdefault(s.cell.task, []).append((key, MARKS[s.outcome]))
+    head = ["agent / model", *tasks]
+    rows = [
+        [f"{agent} / {model}", *("".join(m for _, m in sorted(by_task.get(t, []))) for t in tasks)]
+        for (agent, model), by_task in entries.items()
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in [head, *rows]]
+
+
+def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = False) -> str:
+    total = counts(statuses)
+    out = [f"campaign {campaign.config['name']}: {len(statuses)} cells"]
+    out.append("  " + ", ".join(f"{n} {k}" for k, n in total.items()))
+    out += ["", "marks: S scored, A agent_failed, I infra_failed, R running, . pending (hours, GPUs, repeat)"]
+    out += grid(statuses)
+    listed = [s for s in statuses if s.outcome != "scored" and (show_pending or s.outcome != "pending")]
+    if listed:
+        out += ["", "cells without a score:"]
+        out += [f"  {s.outcome:<12} {s.target.removesuffix('/metrics.json')}: {s.evidence}" for s in listed]
+    pending = Counter(s.evidence for s in statuses if s.outcome == "pending")
+    if pending and not show_pending:
+        out += ["", "pending (--all lists them): " + "; ".join(f"{n} {why}" for why, n in pending.most_common())]
+    unscored = total["pending"] + total["agent_failed"] + total["infra_failed"]
+    if unscored:
+        out += ["", f"{unscored} cells lack a score; `ptb-harness status --targets` names their metrics.json."]
+    return "\n".join(out)
+
+
+def as_json(campaign: Campaign, statuses: list[CellStatus]) -> str:
+    return json.dumps(
+        {
+            "campaign": campaign.config["name"],
+            "results_dir": str(campaign.results_dir),
+            "counts": counts(statuses),
+            "cells": [s.as_dict() for s in statuses],
+        },
+        indent=1,
+    )
+
+
+def targets(statuses: list[CellStatus]) -> list[str]:
+    """metrics.json of every cell that lacks a score and is not running: give these to
+    Snakemake and it plans only them (fast at any campaign size)."""
+    return [s.target for s in statuses if s.outcome not in ("scored", "running")]
