@@ -216,12 +216,24 @@ def classify(rec: CellRecords, alive: Liveness = lambda state: None) -> tuple[st
     return "pending", f"solved ({agent}); not scored yet"
 
 
-def cell_outcome(cell_dir: Path, alive: Liveness = lambda state: None) -> tuple[str, str, CellRecords]:
-    """Read and classify one cell dir (one listing, then only the files that exist)."""
+def cell_outcome(
+    cell_dir: Path, alive: Liveness = lambda state: None, all_records: bool = True
+) -> tuple[str, str, CellRecords]:
+    """Read and classify one cell dir (one listing, then only the files that exist).
+    Without all_records, a valid metrics.json is the only file read: enough to say
+    `scored` (status reads most cells so)."""
     try:
         present = {e.name for e in os.scandir(cell_dir)}
     except (FileNotFoundError, NotADirectoryError):
         return "pending", "not solved yet", CellRecords()
+    if not all_records and "metrics.json" in present:
+        try:
+            metrics, problem = check_metrics((cell_dir / "metrics.json").read_bytes())
+        except OSError:
+            metrics = None
+        if metrics is not None:
+            rec = CellRecords(metrics=metrics)
+            return (*classify(rec, alive), rec)
     rec = read_cell(cell_dir, present)
     outcome, evidence = classify(rec, alive)
     return outcome, evidence, rec

@@ -40,7 +40,7 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[C
     out = []
     for cell in campaign.cells():
         rel = CELL_DIR_PATTERN.format(**cell.wildcards)
-        outcome, evidence, _ = cell_outcome(campaign.results_dir / rel, alive)
+        outcome, evidence, _ = cell_outcome(campaign.results_dir / rel, alive, all_records=False)
         out.append(CellStatus(cell, outcome, evidence, f"{results}/{rel}/metrics.json"))
     return out
 
