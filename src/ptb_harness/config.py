@@ -6,6 +6,7 @@ same way whether it is planned, run, collected or inspected.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +58,29 @@ def merge_campaign_file(config: dict[str, Any]) -> None:
         config.update(load_campaign_file(path))
 
 
-def load_config(config: dict[str, Any], workdir: str | Path = ".", schema: Path = SCHEMA_PATH) -> Campaign:
-    """The whole check, in order. Mutates ``config`` (defaults filled in) and returns the campaign."""
+def load_config(
+    config: dict[str, Any], workdir: str | Path = ".", schema: Path = SCHEMA_PATH, for_run: bool = False
+) -> Campaign:
+    """The whole check, in order. Mutates ``config`` (defaults filled in) and returns the
+    campaign. ``for_run``: the workflow will write results, so the results dir must be
+    writable (read-only commands such as status need not)."""
     merge_campaign_file(config)
     validate_schema(config, schema)
-    return check_campaign(config, Path(workdir).resolve())
+    campaign = check_campaign(config, Path(workdir).resolve())
+    if for_run:
+        check_writable_dir(campaign.results_dir, "paths.results_dir")
+    return campaign
+
+
+def check_writable_dir(path: Path, key: str) -> None:
+    """The dir exists and is writable, or can be created: else a ConfigError naming key."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{key}: cannot create {path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{key}: {existing} is not writable (needed for {path})")
 
 
 def load_config_files(

@@ -140,16 +140,26 @@ def prepare_job_dir(tmp_root: Path, cell: Cell, agent: AgentSpec, task: TaskSpec
     solve.sh and payload/ are COPIED, so replacing the checkout's files while the cell
     runs cannot change or kill it (seed item 5).
     """
-    job = JobDir(Path(tempfile.mkdtemp(prefix=f"ptb-{cell.slug}-", dir=tmp_root)))
-    shutil.copytree(task.dir, job.task, symlinks=False)
-    # evaluate.py's output of an earlier run must never be mistaken for the agent's model
-    shutil.rmtree(job.task / "final_model", ignore_errors=True)
-    shutil.copy2(agent.solve_sh, job.home / "solve.sh")
-    if agent.payload is not None:
-        shutil.copytree(agent.payload, job.home / "agent", symlinks=False)
-    job.tmp.mkdir()
-    job.harness.mkdir()
-    atomic_write_text(job.home / "prompt.txt", prompt)
+    try:
+        job = JobDir(Path(tempfile.mkdtemp(prefix=f"ptb-{cell.slug}-", dir=tmp_root)))
+    except OSError as e:
+        raise HarnessError(f"site.tmp_root: cannot create the job dir in {tmp_root} ({e.strerror})") from None
+    try:
+        shutil.copytree(task.dir, job.task, symlinks=False)
+        # evaluate.py's output of an earlier run must never be mistaken for the agent's model
+        shutil.rmtree(job.task / "final_model", ignore_errors=True)
+        shutil.copy2(agent.solve_sh, job.home / "solve.sh")
+        if agent.payload is not None:
+            shutil.copytree(agent.payload, job.home / "agent", symlinks=False)
+        job.tmp.mkdir()
+        job.harness.mkdir()
+        atomic_write_text(job.home / "prompt.txt", prompt)
+    except (OSError, shutil.Error) as e:
+        shutil.rmtree(job.root, ignore_errors=True)  # a half-copied job dir helps nobody
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)[:200]
+        if isinstance(e, shutil.Error) and "No space left" in str(e):
+            why = "No space left on device"
+        raise HarnessError(f"site.tmp_root: preparing the job dir in {tmp_root} failed ({why})") from None
     return job
 
 

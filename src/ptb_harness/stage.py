@@ -13,6 +13,7 @@ failure, SIGKILL, walltime), which `ptb_harness.outcome` reports as such.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import socket
@@ -25,7 +26,7 @@ from typing import Any
 from ptb_harness.campaign import Campaign, Cell
 from ptb_harness.errors import HarnessError
 from ptb_harness.procs import iso_utc
-from ptb_harness.records import atomic_write_json
+from ptb_harness.records import atomic_write_json, read_json
 from ptb_harness.scheduler import scheduler_job
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -38,6 +39,11 @@ def process_start_ticks(pid: int) -> int | None:
     except OSError:
         return None
     return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    state = read_json(path)
+    return state if isinstance(state, dict) else {}
 
 
 def _write_state(path: Path | None, state: dict[str, Any]) -> None:
@@ -60,8 +66,25 @@ def stage(log_path: str | Path, name: str, cell_dir: str | Path | None = None) -
         "scheduler": scheduler_job(os.environ),
         "log": str(log_path),
     }
+    lock = None
     if state_path is not None:
         state_path.parent.mkdir(parents=True, exist_ok=True)
+        # one process per cell and stage: an orphan of a killed Snakemake that still runs
+        # must not be joined by a rerun writing the same files (the kernel drops the lock
+        # however the holder ends)
+        lock = open(state_path.with_name(f".{name}.lock"), "a")  # noqa: SIM115 - held for the stage
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            other = _read_state(state_path)
+            msg = (
+                f"{name} failed: another {name} of this cell is running "
+                f"(pid {other.get('pid', '?')} on {other.get('host', '?')} since {other.get('started_at', '?')}); "
+                "wait for it, or stop it, then rerun"
+            )
+            print(msg, file=sys.stderr)
+            raise SystemExit(1) from None
     _write_state(state_path, state)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger("ptb_harness")
@@ -87,6 +110,8 @@ def stage(log_path: str | Path, name: str, cell_dir: str | Path | None = None) -
         for h in handlers:
             root.removeHandler(h)
             h.close()
+        if lock is not None:
+            lock.close()
 
 
 def from_snakemake(smk: Any) -> tuple[Campaign, Cell]:

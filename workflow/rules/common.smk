@@ -8,7 +8,7 @@ from ptb_harness.errors import ConfigError
 from ptb_harness.resources import job_threads, rule_resources
 
 try:
-    CAMPAIGN = load_config(config, workdir=Path.cwd())
+    CAMPAIGN = load_config(config, workdir=Path.cwd(), for_run=True)
 except ConfigError as e:
     # one line naming the key; nothing is planned or started
     sys.exit(f"config error: {e}")
