@@ -39,5 +39,5 @@ def test_demo_campaign_fine_tuned_model_beats_the_baseline(tmp_path: Path):
     assert baseline <= 0.05, "the random base model should not add numbers"
     assert tuned >= baseline + 0.3, f"fine-tuned {tuned} vs baseline {baseline}"
     board = (results / "tables" / "leaderboard.md").read_text()
-    assert "| demo_sft |" in board and "| noop |" in board
+    assert "| demo_sft |" in board and "| base model: noop |" in board
     print(f"demo: baseline {baseline:.3f}, fine-tuned {tuned:.3f}")

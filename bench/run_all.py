@@ -1,0 +1,345 @@
+"""The harness's own costs, each as a ratio to its floor measured in the same run.
+
+    python bench/run_all.py [--quick] [--only NAME ...] [--dir /tmp]
+
+Prints one table and writes bench/results/summary.{csv,md}. Benchmarks (NAME):
+  plan       snakemake -n of the real workflow vs a bare Snakefile with the same rules,
+             wildcards and files (bench/bare/Snakefile): 1,000 and 5,000 cells, all
+             missing and 90% scored; seconds and peak RSS
+  rerun      20,000 cells, 90% scored: plain `snakemake -n` vs the documented one-liner
+             `snakemake -n $(ptb-harness status --targets)` (goal <= 5 s)
+  cell       per-cell overhead of a full cell (agent and scorer that exit at once) on the
+             local profile, minus the two processes' own time (goal < 2 s)
+  traces     detect + parse + sanitize vs a bare json.loads loop (bench_traces.py)
+  status     status and collect on 20,000 cells vs os.scandir / a plain JSON read loop
+  gpu        the reap decision through NVML vs spawning nvidia-smi (GPU machines only)
+  scheduler  the local profile's scheduler: greedy vs ILP on trivial cells
+--quick shrinks every size (a smoke run, not for the numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_status  # noqa: E402
+import bench_traces  # noqa: E402
+from synthetic import build_campaign  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).parent / "results"
+PY = sys.executable
+ENV = {**os.environ, "CONDOR_CONFIG": os.devnull}
+ROWS: list[dict] = []
+
+
+def measure(cmd: list[str], cwd: Path | str = REPO) -> tuple[float, str]:
+    """(wall seconds, stdout) of one command, which must succeed."""
+    t = time.perf_counter()
+    res = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:6])}... failed ({res.returncode}): {res.stderr[-2000:]}")
+    return wall, res.stdout
+
+
+def measure_rss(cmd: list[str], cwd: Path | str = REPO) -> tuple[float, float, str]:
+    """Like measure, in a fresh wrapper process so the peak RSS is this command's alone."""
+    wrapper = textwrap.dedent(
+        """
+        import os, resource, subprocess, sys, time, json
+        t = time.perf_counter()
+        p = subprocess.run(sys.argv[2:], cwd=sys.argv[1], capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        print(json.dumps({"rc": p.returncode, "wall": wall, "rss": rss, "out": p.stdout, "err": p.stderr[-2000:]}))
+        """
+    )
+    res = subprocess.run([PY, "-c", wrapper, str(cwd), *cmd], env=ENV, capture_output=True, text=True, check=True)
+    data = json.loads(res.stdout)
+    if data["rc"] != 0:
+        raise RuntimeError(f"{' '.join(cmd[:6])}... failed ({data['rc']}): {data['err']}")
+    return data["wall"], data["rss"], data["out"]
+
+
+def row(bench: str, what: str, seconds: float, floor: str, floor_s: float | None, goal: str = "", **extra) -> None:
+    ratio = seconds / floor_s if floor_s else None
+    r = {"bench": bench, "what": what, "seconds": seconds, "floor": floor, "floor_seconds": floor_s}
+    r |= {"ratio": ratio, "goal": goal, **extra}
+    ROWS.append(r)
+    print(
+        f"  {bench:<9} {what:<52} {seconds:8.2f} s"
+        + (f"  floor {floor_s:7.2f} s  ratio {ratio:5.2f}" if ratio is not None else "")
+        + (f"  [{goal}]" if goal else "")
+        + "".join(f"  {k}={v}" for k, v in extra.items()),
+        flush=True,
+    )
+
+
+def snakemake_real(d: Path, *args: str) -> list[str]:
+    return [PY, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(d)] + [
+        "--profile",
+        str(REPO / "profiles" / "local"),
+        *args,
+    ]
+
+
+def snakemake_bare(d: Path, *args: str) -> list[str]:
+    return [PY, "-m", "snakemake", "--snakefile", str(REPO / "bench" / "bare" / "Snakefile"), "-d", str(d)] + [
+        "--cores",
+        "1",
+        *args,
+    ]
+
+
+# -- plan -------------------------------------------------------------------------------
+
+
+def bench_plan(tmp: Path, quick: bool) -> None:
+    for n in (200, 400) if quick else (1000, 5000):
+        for scored in (0.0, 0.9):
+            d = tmp / f"plan-{n}-{scored}"
+            d.mkdir()
+            build_campaign(d, n, scored)
+            measure(snakemake_bare(d, "-n"))  # warm the page cache and Python's
+            bare_s, bare_rss, _ = measure_rss(snakemake_bare(d, "-n"))
+            ours_s, ours_rss, _ = measure_rss(snakemake_real(d, "-n"))
+            row(
+                "plan",
+                f"snakemake -n, {n} cells, {int(scored * 100)}% scored",
+                ours_s,
+                "bare Snakefile",
+                bare_s,
+                "<= 1.3",
+                rss_mb=f"{ours_rss:.0f}/{bare_rss:.0f}",
+            )
+            shutil.rmtree(d)
+
+
+# -- rerun at scale, status and collect on the same 20,000-cell tree ----------------------
+
+
+def bench_rerun_and_status(tmp: Path, quick: bool, which: set[str]) -> None:
+    n = 2000 if quick else 20_000
+    d = tmp / "cells20k"
+    d.mkdir()
+    t = time.perf_counter()
+    build_campaign(d, n, 0.9)
+    print(f"  (built {n} cells in {time.perf_counter() - t:.0f} s)", flush=True)
+    if "rerun" in which:
+        full_s, full_rss, _ = measure_rss(snakemake_real(d, "-n"))
+        status_s, targets = measure([PY, "-m", "ptb_harness", "status", "--targets", "--workdir", str(d)])
+        targets = targets.split()
+        plan_s, plan_rss, out = measure_rss(snakemake_real(d, "-n", *targets))
+        assert "solve" in out and "evaluate" in out
+        row(
+            "rerun",
+            f"status --targets + snakemake -n TARGETS ({len(targets)} of {n})",
+            status_s + plan_s,
+            "plain snakemake -n",
+            full_s,
+            "<= 5 s",
+            rss_mb=f"{plan_rss:.0f}/{full_rss:.0f}",
+        )
+    if "status" in which:
+        for label, cmd, floor_label, floor in bench_status.commands(d):
+            measure(cmd)
+            ours = measure(cmd)[0]
+            measure(floor)
+            floor_s = measure(floor)[0]
+            row("status", f"{label}, {n} cells", ours, floor_label, floor_s)
+    shutil.rmtree(d)
+
+
+# -- per-cell overhead --------------------------------------------------------------------
+
+AGENT = "mkdir -p final_model && echo '{}' > final_model/config.json\n"
+SCORER = """import argparse, json
+ap = argparse.ArgumentParser()
+ap.add_argument("--model-path"); ap.add_argument("--json-output-file"); ap.add_argument("--max-tokens")
+a = ap.parse_args()
+open(a.json_output_file, "w").write(json.dumps({"accuracy": 0.5}))
+"""
+
+
+def bench_cell(tmp: Path, quick: bool) -> None:
+    import yaml
+
+    n = 3 if quick else 10
+    d = tmp / "cells"
+    (d / "agents" / "instant").mkdir(parents=True)
+    (d / "agents" / "instant" / "solve.sh").write_text(AGENT)
+    (d / "tasks" / "instant").mkdir(parents=True)
+    (d / "tasks" / "instant" / "evaluate.py").write_text(SCORER)
+    (d / "models" / "m").mkdir(parents=True)
+    (d / "config").mkdir()
+    config = {"agents": ["instant"], "tasks": ["instant"], "models": [{"name": "m", "path": "models/m"}]}
+    config |= {"hours": [1], "num_gpus": [0], "runs": list(range(1, n + 1))}
+    (d / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    # one job at a time, so the wall time is the sum of the cells' costs
+    total, _ = measure(snakemake_real(d, "--cores", "1"))
+    # the two processes themselves, run the same way (bash; the scorer with this Python)
+    work = tmp / "procs"
+    work.mkdir()
+    (work / "evaluate.py").write_text(SCORER)
+    agent_s = statistics.median(measure(["bash", "-c", AGENT], work)[0] for _ in range(5))
+    scorer_cmd = [PY, "evaluate.py", "--model-path", ".", "--json-output-file", "m.json"]
+    scorer_s = statistics.median(measure(scorer_cmd, work)[0] for _ in range(5))
+    # where the time goes: a Snakemake job is a fresh Python that imports Snakemake and the stage
+    job_start = statistics.median(
+        measure([PY, "-c", "import snakemake.script, ptb_harness.solve, ptb_harness.evaluate"])[0] for _ in range(3)
+    )
+    trace_start = statistics.median(measure([PY, "-m", "ptb_harness", "parse-trace", "--help"])[0] for _ in range(3))
+    per_cell = total / n - agent_s - scorer_s
+    row(
+        "cell",
+        f"harness overhead per cell ({n} cells, 1 core, local profile)",
+        per_cell,
+        "",
+        None,
+        "< 2 s",
+        agent_s=f"{agent_s:.3f}",
+        scorer_s=f"{scorer_s:.3f}",
+        job_python_start_s=f"{job_start:.2f}x2+{trace_start:.2f}",
+        upstream_fixed_per_attempt_s=">=10 (2x sleep 5 + container starts)",
+    )
+
+
+# -- traces, gpu, scheduler ---------------------------------------------------------------
+
+
+def bench_trace(tmp: Path, quick: bool) -> None:
+    raw = tmp / "trace.txt"
+    size = bench_traces.generate(raw, 50 if quick else 500) / 1e6
+    floor_s, floor_rss, _ = bench_traces.run(bench_traces.FLOOR, str(raw))
+    ours_s, ours_rss, ours_cpu = bench_traces.run(
+        bench_traces.OURS, str(raw), str(tmp), json.dumps(bench_traces.SECRETS)
+    )
+    row(
+        "traces",
+        f"detect+parse+sanitize, {size:.0f} MB (speed vs floor = 1/ratio)",
+        ours_s,
+        "json.loads loop",
+        floor_s,
+        ">= 0.5 speed",
+        speed=f"{floor_s / ours_s:.2f}",
+        rss_mb=f"{ours_rss:.0f}",
+        cpu_s=f"{ours_cpu:.1f}",
+    )
+    raw.unlink()
+
+
+def bench_gpu(tmp: Path, quick: bool) -> None:
+    from ptb_harness.gpu import choose_victims, list_gpus, list_processes, load_nvml
+
+    nvml = load_nvml()
+    if nvml is None or not shutil.which("nvidia-smi"):
+        print("  gpu       skipped: no NVIDIA driver here (run `python bench/run_all.py --only gpu` on a GPU node)")
+        return
+    gpus = list_gpus(nvml)
+    nv, smi = [], []
+    for _ in range(20):
+        t = time.perf_counter()
+        choose_victims(list_processes(nvml, gpus), [g.uuid for g in gpus], "own", os.getuid())
+        nv.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
+            capture_output=True,
+            check=True,
+        )
+        smi.append(time.perf_counter() - t)
+    row(
+        "gpu",
+        f"reap decision via NVML, {len(gpus)} GPU(s), median of 20",
+        statistics.median(nv),
+        "one nvidia-smi spawn",
+        statistics.median(smi),
+        "",
+    )
+
+
+def bench_scheduler(tmp: Path, quick: bool) -> None:
+    n = 200 if quick else 1000
+    times = {}
+    for scheduler in ("greedy", "ilp"):
+        d = tmp / f"sched-{scheduler}"
+        d.mkdir()
+        build_campaign(d, n, 0.0)
+        shutil.rmtree(d / "results", ignore_errors=True)
+        cmd = snakemake_bare(d, "--scheduler", scheduler, "--quiet")
+        cmd[cmd.index("--cores") + 1] = "2"
+        times[scheduler] = measure(cmd)[0]
+        shutil.rmtree(d)
+    row(
+        "scheduler",
+        f"{n} trivial cells ({3 * n + 2} jobs), 2 cores: greedy (profiles/local)",
+        times["greedy"],
+        "ILP (Snakemake's default)",
+        times["ilp"],
+        "< 1: keep greedy",
+    )
+
+
+BENCHES = ["plan", "rerun", "cell", "traces", "status", "gpu", "scheduler"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", nargs="+", choices=BENCHES)
+    ap.add_argument("--dir", default=tempfile.gettempdir())
+    args = ap.parse_args()
+    which = set(args.only or BENCHES)
+    print(f"bench: {', '.join(b for b in BENCHES if b in which)} on {os.cpu_count()} cores", flush=True)
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="ptb-bench-") as d:
+        tmp = Path(d)
+        if "plan" in which:
+            bench_plan(tmp, args.quick)
+        if which & {"rerun", "status"}:
+            bench_rerun_and_status(tmp, args.quick, which)
+        if "cell" in which:
+            bench_cell(tmp, args.quick)
+        if "traces" in which:
+            bench_trace(tmp, args.quick)
+        if "gpu" in which:
+            bench_gpu(tmp, args.quick)
+        if "scheduler" in which:
+            bench_scheduler(tmp, args.quick)
+    write_results(args.quick)
+    return 0
+
+
+def write_results(quick: bool) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    name = "summary-quick" if quick else "summary"
+    cols = ["bench", "what", "seconds", "floor", "floor_seconds", "ratio", "goal", "extra"]
+
+    def fmt(v):
+        return "" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    lines = [f"{time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores", ""]
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    csv = [",".join(cols)]
+    for r in ROWS:
+        extra = "; ".join(f"{k}={v}" for k, v in r.items() if k not in cols)
+        vals = [fmt(r.get(c)) for c in cols[:-1]] + [extra]
+        lines.append("| " + " | ".join(vals) + " |")
+        csv.append(",".join(f'"{v}"' if "," in v else v for v in vals))
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{name}.csv").write_text("\n".join(csv) + "\n")
+    print(f"written: bench/results/{name}.md, {name}.csv")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

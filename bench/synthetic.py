@@ -1,0 +1,75 @@
+"""Synthetic campaigns for the benchmarks: a working dir with N cells and, for a fraction,
+every file a finished cell has (so Snakemake sees them done and status sees them scored)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+AGENTS, MODELS = 10, 4
+
+
+def dims(n_cells: int) -> tuple[int, int]:
+    """(tasks, runs) with 10 agents x 4 models x tasks x runs == n_cells."""
+    runs = 5 if n_cells <= 5000 else 10
+    tasks, rest = divmod(n_cells, AGENTS * MODELS * runs)
+    if rest or not tasks:
+        raise ValueError(f"{n_cells} cells: use a multiple of {AGENTS * MODELS * runs}")
+    return tasks, runs
+
+
+def build_campaign(root: Path, n_cells: int, scored: float = 0.9) -> dict:
+    """Write <root>/config/config.yaml, agents, tasks and the cells' files; returns the config.
+
+    Cells are numbered in campaign order; of every 20, the first 20*(1-scored)/2 have an
+    agent that left no model, as many were never run, and the rest are scored."""
+    tasks, runs = dims(n_cells)
+    agents = [f"agent{i}" for i in range(AGENTS)]
+    task_names = [f"task{i}" for i in range(tasks)]
+    models = [f"model{i}" for i in range(MODELS)]
+    for name in agents:
+        (root / "agents" / name).mkdir(parents=True, exist_ok=True)
+        (root / "agents" / name / "solve.sh").write_text("exit 0\n")
+    for name in task_names:
+        (root / "tasks" / name).mkdir(parents=True, exist_ok=True)
+        (root / "tasks" / name / "evaluate.py").write_text("")
+    config = {
+        "name": "bench",
+        "agents": agents,
+        "tasks": task_names,
+        "models": [{"name": m, "repo_id": f"org/{m}"} for m in models],
+        "hours": [10],
+        "num_gpus": [1],
+        "runs": list(range(1, runs + 1)),
+    }
+    (root / "config").mkdir(exist_ok=True)
+    (root / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    unscored_per_20 = round(20 * (1 - scored))
+    solve = json.dumps({"status": "exited", "exit_code": 0, "final_model_files": 1, "description": "exited 0"})
+    failed = json.dumps({"status": "exited", "exit_code": 3, "final_model_files": 0, "description": "exited 3"})
+    state = json.dumps({"stage": "solve", "state": "done", "host": "node1", "pid": 1})
+    i = 0
+    for a in agents:
+        for t in task_names:
+            for m in models:
+                for r in config["runs"]:
+                    i += 1
+                    k = i % 20
+                    if k < unscored_per_20 / 2:
+                        continue  # never run
+                    cell = root / "results" / "cells" / a / t / m / f"10h-1gpu-run{r}"
+                    (cell / "final_model").mkdir(parents=True)
+                    (cell / "solve.state.json").write_text(state)
+                    (cell / "solve_out.txt").write_text("agent done\n")
+                    if k < unscored_per_20:
+                        (cell / "solve.json").write_text(failed)
+                        continue
+                    (cell / "final_model" / "config.json").write_text("{}")
+                    (cell / "solve.json").write_text(solve)
+                    for name in ("solve_parsed.txt", "solve_out_sanitized.txt", "solve_parsed_sanitized.txt"):
+                        (cell / name).write_text("agent done\n")
+                    (cell / "evaluate.json").write_text(json.dumps({"status": "scored", "attempts": [{}]}))
+                    (cell / "metrics.json").write_text(json.dumps({"accuracy": (i % 100) / 100}))
+    return config
