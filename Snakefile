@@ -22,8 +22,6 @@ include: "workflow/rules/collect.smk"
 rule all:
     default_target: True
     input:
-        metrics=all_cell_files("metrics.json"),
-        parsed_traces=all_cell_files("solve_parsed.txt"),
-        sanitized_traces=all_cell_files("solve_out_sanitized.txt"),
+        cells=every_cell("metrics.json", "solve_parsed.txt", "solve_out_sanitized.txt"),
         tables=TABLES.values(),
         plots=PLOTS.values(),

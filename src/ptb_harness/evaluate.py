@@ -27,7 +27,7 @@ from ptb_harness.gpu import job_gpu_set, load_nvml, reap
 from ptb_harness.gpu_monitor import GpuMonitor
 from ptb_harness.hf_cache import hf_cache_view
 from ptb_harness.procs import iso_utc, run_budgeted, utc_stamp
-from ptb_harness.provenance import cell_provenance, scorer_versions, versions_command
+from ptb_harness.provenance import cell_provenance, finish_scorer_versions, start_scorer_versions, versions_command
 from ptb_harness.records import atomic_write_bytes, atomic_write_json, read_json
 from ptb_harness.sandbox import Bind, Sandbox
 from ptb_harness.snapshot import provenance
@@ -107,6 +107,7 @@ def run_evaluate(
     work = Path(tempfile.mkdtemp(prefix=f"ptb-eval-{cell.slug}-", dir=tmp_root))
     sandbox = Sandbox(site, host_env)
     nvml = load_nvml()
+    versions = None
     try:
         gpu_set = stack.enter_context(job_gpu_set(cell.num_gpus, site, host_env, nvml))
         gpus = gpu_set.sandbox_ids()
@@ -114,6 +115,7 @@ def run_evaluate(
         shutil.copytree(task.dir, home / "task", symlinks=False)
         tmp.mkdir()
         hf_view = stack.enter_context(hf_cache_view(site, work))
+        versions = _start_versions(sandbox, work, gpus)
         for k, cap in enumerate(plan, 1):
             out = cell_dir / f".metrics.attempt-{k}.json"
             out.unlink(missing_ok=True)
@@ -182,7 +184,10 @@ def run_evaluate(
             atomic_write_json(record_path, {**record, "status": "running"})
     finally:
         if record["attempts"]:  # the scorer ran: record what ran it, scored or not
-            _write_provenance(campaign, cell, solve, sandbox, task, work, gpu_set, nvml, cell_dir)
+            _write_provenance(campaign, cell, solve, versions, gpu_set, nvml, cell_dir)
+        elif versions is not None:  # our own background child: not needed any more
+            versions.kill()
+            versions.wait()
         stack.close()
         shutil.rmtree(work, ignore_errors=True)
     last = record["attempts"][-1]
@@ -195,34 +200,30 @@ def run_evaluate(
     raise HarnessError(record["reason"])
 
 
+def _start_versions(sandbox: Sandbox, work: Path, gpus: list[str]) -> Any:
+    """The scorer's package versions, asked inside its own sandbox, in the background."""
+    launch = sandbox.launch(
+        role="scorer",
+        command=versions_command(),
+        job_home=work / "home",
+        job_tmp=work / "tmp",
+        workdir="task",
+        env={},
+        pass_names=(),
+        gpus=gpus,
+        binds=[],
+        hf_home_host=None,
+        hf_read_only=True,
+    )
+    return start_scorer_versions(launch.argv, launch.env, launch.cwd)
+
+
 def _write_provenance(
-    campaign: Campaign,
-    cell: Cell,
-    solve: dict,
-    sandbox: Sandbox,
-    task: Any,
-    work: Path,
-    gpu_set: Any,
-    nvml: Any,
-    cell_dir: Path,
+    campaign: Campaign, cell: Cell, solve: dict, versions: Any, gpu_set: Any, nvml: Any, cell_dir: Path
 ) -> None:
-    """provenance.json, with the scorer's package versions read inside its own sandbox.
-    A record, never a reason to fail the stage."""
+    """provenance.json. A record, never a reason to fail the stage."""
     try:
-        launch = sandbox.launch(
-            role="scorer",
-            command=versions_command(),
-            job_home=work / "home",
-            job_tmp=work / "tmp",
-            workdir="task",
-            env={},
-            pass_names=(),
-            gpus=gpu_set.sandbox_ids(),
-            binds=[],
-            hf_home_host=None,
-            hf_read_only=True,
-        )
-        packages = scorer_versions(launch.argv, launch.env, launch.cwd)
+        packages = finish_scorer_versions(versions)
         atomic_write_json(
             cell_dir / "provenance.json",
             cell_provenance(campaign, cell, solve=solve, gpus=gpu_set.gpus, nvml=nvml, scorer_packages=packages),

@@ -56,14 +56,26 @@ def parse_versions(output: str) -> dict[str, str]:
     return {}
 
 
-def scorer_versions(argv: Sequence[str], env: dict[str, str], cwd: str | Path, timeout_s: float = 120) -> dict:
-    """Run the versions command (already wrapped for the sandbox); {} with an error note on failure."""
+def start_scorer_versions(argv: Sequence[str], env: dict[str, str], cwd: str | Path) -> subprocess.Popen | None:
+    """Start the versions command (already wrapped for the sandbox) in the background: it
+    runs beside the scoring attempts instead of adding its start-up time to the cell."""
     try:
-        res = subprocess.run(list(argv), env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return {"error": f"{type(e).__name__}: {e}"}
-    found = parse_versions(res.stdout)
-    return found or {"error": f"exit {res.returncode}: {res.stderr.strip()[-300:]}"}
+        return subprocess.Popen(list(argv), env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError:
+        return None
+
+
+def finish_scorer_versions(proc: subprocess.Popen | None, timeout_s: float = 60) -> dict:
+    """The versions it printed; {"error": ...} when it failed or hung (then it is killed)."""
+    if proc is None:
+        return {"error": "the versions command could not start"}
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # our own child
+        proc.communicate()
+        return {"error": f"no answer within {timeout_s:.0f} s"}
+    return parse_versions(out) or {"error": f"exit {proc.returncode}: {err.strip()[-300:]}"}
 
 
 def image_digest(path: str | None, cache_file: Path) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ptb_harness.campaign import Cell
+from ptb_harness.campaign import Cell, format_hours
 
 
 def solve_runtime_minutes(cell: Cell, config: Mapping[str, Any]) -> int:
@@ -64,11 +64,19 @@ def job_threads(config: Mapping[str, Any], stage: str) -> int:
     return int(config["site"][f"{stage}_resources"]["cpus"])
 
 
-def rule_resources(config: Mapping[str, Any], stage: str) -> dict[str, Callable[[Any], Any]]:
-    """A rule's `resources:`: one function of the job's wildcards per key of job_resources."""
-    keys = job_resources(Cell("_", "_", "_", "1", 1, 0), config, stage)  # the key set is fixed
+def rule_resources(config: Mapping[str, Any], stage: str) -> dict[str, Any]:
+    """A rule's `resources:`: per key of job_resources, the value where it is the same for
+    every cell of the campaign, else a function of the job's wildcards. Snakemake calls
+    each function once per job through `inspect.signature`, which dominates planning
+    large campaigns: constants cost nothing."""
+    settings = [Cell("_", "_", "_", format_hours(h), int(g), 0) for h in config["hours"] for g in config["num_gpus"]]
+    by_setting = [job_resources(cell, config, stage) for cell in settings]
+    per_cell = {"classad_PtbCell"}  # names the cell itself
 
     def one(key: str) -> Callable[[Any], Any]:
         return lambda wildcards: job_resources(Cell.from_wildcards(wildcards), config, stage)[key]
 
-    return {key: one(key) for key in keys}
+    return {
+        key: one(key) if key in per_cell or len({r[key] for r in by_setting}) > 1 else value
+        for key, value in by_setting[0].items()
+    }

@@ -10,6 +10,7 @@ next `run`. Each cell records the digest (and the checkout's git commit) it ran 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -91,7 +92,14 @@ def make_snapshot(workdir: Path, root: Path | None = None) -> Path:
     return dest
 
 
-def provenance() -> dict[str, str | None]:
+@functools.lru_cache(maxsize=1)
+def _provenance() -> tuple[tuple[str, str | None], ...]:
     root = harness_root()
     snap = root.parent.name == SNAPSHOT_DIR
-    return {"digest": harness_digest(root), "git": git_state(root), "snapshot": str(root) if snap else None}
+    return (("digest", harness_digest(root)), ("git", git_state(root)), ("snapshot", str(root) if snap else None))
+
+
+def provenance() -> dict[str, str | None]:
+    """The harness's digest, git state and snapshot dir; computed once per process (it
+    hashes the harness's files and asks git twice)."""
+    return dict(_provenance())

@@ -38,11 +38,20 @@ def test_sizes_walltime_and_classads():
     assert job_threads(CONFIG, "solve") == 4 and job_threads(CONFIG, "evaluate") == 2
 
 
-def test_rule_resources_are_functions_of_the_wildcards():
+def test_rule_resources_are_functions_of_the_wildcards_where_cells_differ():
     from ptb_harness.resources import rule_resources
 
-    rules = rule_resources(CONFIG, "solve")
+    rules = rule_resources({**CONFIG, "hours": [1, 2], "num_gpus": [1, 3]}, "solve")
     wildcards = {"agent": "a", "task": "t", "model": "m", "hours": "2", "num_gpus": "3", "run": "1"}
     assert set(rules) == set(job_resources(Cell("a", "t", "m", "1", 0, 1), CONFIG, "solve"))
     assert rules["runtime"](wildcards) == 120 + 5 + 1 + 30
     assert rules["gpu"](wildcards) == 3 and rules["classad_PtbCell"](wildcards) == "a.t.m.2h-3gpu-run1"
+    assert rules["mem_mb"] == 1000 and rules["classad_PtbCampaign"] == "c1"  # the same for every cell: constants
+
+
+def test_rule_resources_of_a_single_setting_are_constants_but_the_cell_name():
+    from ptb_harness.resources import rule_resources
+
+    rules = rule_resources({**CONFIG, "hours": [10], "num_gpus": [2]}, "solve")
+    assert rules["runtime"] == 600 + 5 + 1 + 30 and rules["gpu"] == 2 and rules["request_gpus"] == 2
+    assert [k for k, v in rules.items() if callable(v)] == ["classad_PtbCell"]

@@ -4,7 +4,7 @@
 
 rule collect:
     input:
-        metrics=all_cell_files("metrics.json"),
+        metrics=every_cell("metrics.json"),
     output:
         cells=report(
             TABLES["cells"],
