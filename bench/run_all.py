@@ -112,8 +112,12 @@ def bench_plan(tmp: Path, quick: bool) -> None:
             d.mkdir()
             build_campaign(d, n, scored)
             measure(snakemake_bare(d, "-n"))  # warm the page cache and Python's
-            bare_s, bare_rss, _ = measure_rss(snakemake_bare(d, "-n"))
-            ours_s, ours_rss, _ = measure_rss(snakemake_real(d, "-n"))
+            bare, ours = [], []
+            for _ in range(3):  # interleaved, median of 3: single runs vary by +-15% here
+                bare.append(measure_rss(snakemake_bare(d, "-n")))
+                ours.append(measure_rss(snakemake_real(d, "-n")))
+            bare_s, bare_rss = statistics.median(b[0] for b in bare), max(b[1] for b in bare)
+            ours_s, ours_rss = statistics.median(o[0] for o in ours), max(o[1] for o in ours)
             row(
                 "plan",
                 f"snakemake -n, {n} cells, {int(scored * 100)}% scored",
@@ -254,32 +258,23 @@ def bench_trace(tmp: Path, quick: bool) -> None:
 
 
 def bench_gpu(tmp: Path, quick: bool) -> None:
-    from ptb_harness.gpu import choose_victims, list_gpus, list_processes, load_nvml
+    from ptb_harness.gpu import list_gpus, load_nvml, time_reap_decision
 
     nvml = load_nvml()
     if nvml is None or not shutil.which("nvidia-smi"):
         print("  gpu       skipped: no NVIDIA driver here (run `python bench/run_all.py --only gpu` on a GPU node)")
         return
     gpus = list_gpus(nvml)
-    nv, smi = [], []
-    for _ in range(20):
-        t = time.perf_counter()
-        choose_victims(list_processes(nvml, gpus), [g.uuid for g in gpus], "own", os.getuid())
-        nv.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        subprocess.run(
-            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
-            capture_output=True,
-            check=True,
-        )
-        smi.append(time.perf_counter() - t)
+    nv, smi = time_reap_decision(nvml, gpus)
     row(
         "gpu",
         f"reap decision via NVML, {len(gpus)} GPU(s), median of 20",
-        statistics.median(nv),
+        nv,
         "one nvidia-smi spawn",
-        statistics.median(smi),
+        smi,
         "",
+        nvml_ms=f"{nv * 1e3:.3f}",
+        nvidia_smi_ms=f"{smi * 1e3:.1f}",
     )
 
 
@@ -313,6 +308,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", nargs="+", choices=BENCHES)
     ap.add_argument("--dir", default=tempfile.gettempdir())
+    ap.add_argument("--name", default="summary", help="results file name (bench/results/NAME.{md,csv})")
     args = ap.parse_args()
     which = set(args.only or BENCHES)
     print(f"bench: {', '.join(b for b in BENCHES if b in which)} on {os.cpu_count()} cores", flush=True)
@@ -330,17 +326,16 @@ def main() -> int:
             bench_gpu(tmp, args.quick)
         if "scheduler" in which:
             bench_scheduler(tmp, args.quick)
-    write_results(args.quick)
+    write_results(args.name + ("-quick" if args.quick else ""))
     return 0
 
 
-def write_results(quick: bool) -> None:
+def write_results(name: str) -> None:
     RESULTS.mkdir(exist_ok=True)
-    name = "summary-quick" if quick else "summary"
     cols = ["bench", "what", "seconds", "floor", "floor_seconds", "ratio", "goal", "extra"]
 
     def fmt(v):
-        return "" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+        return "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
 
     lines = [f"{time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores", ""]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]

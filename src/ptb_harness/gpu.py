@@ -436,3 +436,22 @@ def reap(
         if pending:
             log.error("reap: still on the GPU after %.0f s: %s", wait_s, report.survivors)
     return report
+
+
+def time_reap_decision(nvml: Any, gpus: Sequence[Gpu], calls: int = 20) -> tuple[float, float]:
+    """Median seconds of one reap decision (list the GPUs' processes through NVML, choose
+    the victims; nothing is signalled) and of one `nvidia-smi` process query, the way
+    shell harnesses decide. For `bench/run_all.py` and the GPU checks."""
+    import statistics
+    import subprocess
+
+    nv, smi = [], []
+    query = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"]
+    for _ in range(calls):
+        t = time.perf_counter()
+        choose_victims(list_processes(nvml, gpus), [g.uuid for g in gpus], "own", os.getuid())
+        nv.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        subprocess.run(query, capture_output=True, check=True)
+        smi.append(time.perf_counter() - t)
+    return statistics.median(nv), statistics.median(smi)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
-import statistics
 import subprocess
 import sys
 import time
@@ -119,7 +118,7 @@ def main() -> int:
     args = ap.parse_args()
     import pynvml
 
-    from ptb_harness.gpu import choose_victims, list_gpus, list_processes, load_nvml
+    from ptb_harness.gpu import list_gpus, list_processes, load_nvml, time_reap_decision
 
     nvml = load_nvml()
     if nvml is None:
@@ -188,19 +187,7 @@ def main() -> int:
         # timing: the reap decision (list + choose) through NVML vs one nvidia-smi spawn
         holder = start_holder(user)
         procs.append(holder)
-        nv, smi = [], []
-        for _ in range(20):
-            t = time.perf_counter()
-            choose_victims(list_processes(nvml, [gpu0]), [gpu0.uuid], "own", 0)
-            nv.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            subprocess.run(
-                ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
-                capture_output=True,
-                check=True,
-            )
-            smi.append(time.perf_counter() - t)
-        m_nv, m_smi = statistics.median(nv), statistics.median(smi)
+        m_nv, m_smi = time_reap_decision(nvml, [gpu0])
         print(
             f"TIMING reap decision via NVML: median {m_nv * 1e3:.2f} ms; nvidia-smi spawn: median {m_smi * 1e3:.1f} ms;"
         )

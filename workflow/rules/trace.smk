@@ -12,11 +12,14 @@ rule parse_trace:
     log:
         f"{CELL}/logs/parse_trace.log",
     localrule: True
+    # plain values, not functions of the wildcards: Snakemake inspects every function
+    # once per job, which adds up over a 20,000-cell plan
     params:
         python=PYTHON,
-        agent_dir=lambda wc: CAMPAIGN.agent_dir(wc.agent),
-        task_dir=lambda wc: CAMPAIGN.task_dir(wc.task),
+        agents_dir=str(CAMPAIGN.agents_dir),
+        tasks_dir=str(CAMPAIGN.tasks_dir),
     shell:
         "{params.python:q} -m ptb_harness parse-trace {input.raw_trace:q} {output.parsed:q}"
         " --sanitized-raw {output.raw_sanitized:q} --sanitized-parsed {output.parsed_sanitized:q}"
-        " --agent-dir {params.agent_dir:q} --task-dir {params.task_dir:q} > {log:q} 2>&1"
+        " --agent-dir {params.agents_dir:q}/{wildcards.agent:q} --task-dir {params.tasks_dir:q}/{wildcards.task:q}"
+        " > {log:q} 2>&1"
