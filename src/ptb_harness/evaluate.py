@@ -107,7 +107,6 @@ def run_evaluate(
     work = Path(tempfile.mkdtemp(prefix=f"ptb-eval-{cell.slug}-", dir=tmp_root))
     sandbox = Sandbox(site, host_env)
     nvml = load_nvml()
-    versions = None
     try:
         gpu_set = stack.enter_context(job_gpu_set(cell.num_gpus, site, host_env, nvml))
         gpus = gpu_set.sandbox_ids()
@@ -115,7 +114,6 @@ def run_evaluate(
         shutil.copytree(task.dir, home / "task", symlinks=False)
         tmp.mkdir()
         hf_view = stack.enter_context(hf_cache_view(site, work))
-        versions = _start_versions(sandbox, work, gpus)
         for k, cap in enumerate(plan, 1):
             out = cell_dir / f".metrics.attempt-{k}.json"
             out.unlink(missing_ok=True)
@@ -184,10 +182,7 @@ def run_evaluate(
             atomic_write_json(record_path, {**record, "status": "running"})
     finally:
         if record["attempts"]:  # the scorer ran: record what ran it, scored or not
-            _write_provenance(campaign, cell, solve, versions, gpu_set, nvml, cell_dir)
-        elif versions is not None:  # our own background child: not needed any more
-            versions.kill()
-            versions.wait()
+            _write_provenance(campaign, cell, solve, sandbox, work, gpu_set, nvml, cell_dir)
         stack.close()
         shutil.rmtree(work, ignore_errors=True)
     last = record["attempts"][-1]
@@ -200,8 +195,9 @@ def run_evaluate(
     raise HarnessError(record["reason"])
 
 
-def _start_versions(sandbox: Sandbox, work: Path, gpus: list[str]) -> Any:
-    """The scorer's package versions, asked inside its own sandbox, in the background."""
+def _scorer_versions(sandbox: Sandbox, work: Path, gpus: list[str]) -> dict:
+    """The scorer's package versions, asked inside its own sandbox. Not in the background
+    beside the attempts: the attempts' clean-up stops every child process of the stage."""
     launch = sandbox.launch(
         role="scorer",
         command=versions_command(),
@@ -215,15 +211,15 @@ def _start_versions(sandbox: Sandbox, work: Path, gpus: list[str]) -> Any:
         hf_home_host=None,
         hf_read_only=True,
     )
-    return start_scorer_versions(launch.argv, launch.env, launch.cwd)
+    return finish_scorer_versions(start_scorer_versions(launch.argv, launch.env, launch.cwd))
 
 
 def _write_provenance(
-    campaign: Campaign, cell: Cell, solve: dict, versions: Any, gpu_set: Any, nvml: Any, cell_dir: Path
+    campaign: Campaign, cell: Cell, solve: dict, sandbox: Sandbox, work: Path, gpu_set: Any, nvml: Any, cell_dir: Path
 ) -> None:
     """provenance.json. A record, never a reason to fail the stage."""
     try:
-        packages = finish_scorer_versions(versions)
+        packages = _scorer_versions(sandbox, work, gpu_set.sandbox_ids())
         atomic_write_json(
             cell_dir / "provenance.json",
             cell_provenance(campaign, cell, solve=solve, gpus=gpu_set.gpus, nvml=nvml, scorer_packages=packages),

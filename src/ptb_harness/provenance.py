@@ -57,8 +57,7 @@ def parse_versions(output: str) -> dict[str, str]:
 
 
 def start_scorer_versions(argv: Sequence[str], env: dict[str, str], cwd: str | Path) -> subprocess.Popen | None:
-    """Start the versions command (already wrapped for the sandbox) in the background: it
-    runs beside the scoring attempts instead of adding its start-up time to the cell."""
+    """Start the versions command (already wrapped for the sandbox)."""
     try:
         return subprocess.Popen(list(argv), env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except OSError:

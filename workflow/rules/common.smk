@@ -50,7 +50,8 @@ def all_cell_files(name):
 def every_cell(*names):
     """An input function: the named file of every cell. A function, so that Snakemake
     lists a 20,000-cell campaign's files only when `all` or `collect` is planned, not
-    when it is given other targets (the rerun one-liner of `ptb-harness status --targets`)."""
+    when it is given other targets (the rerun one-liner of `ptb-harness status --targets`).
+    """
     return lambda wildcards: [f for name in names for f in all_cell_files(name)]
 
 
