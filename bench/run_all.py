@@ -43,16 +43,6 @@ ENV = {**os.environ, "CONDOR_CONFIG": os.devnull}
 ROWS: list[dict] = []
 
 
-def measure(cmd: list[str], cwd: Path | str = REPO) -> tuple[float, str]:
-    """(wall seconds, stdout) of one command, which must succeed."""
-    t = time.perf_counter()
-    res = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    if res.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:6])}... failed ({res.returncode}): {res.stderr[-2000:]}")
-    return wall, res.stdout
-
-
 def measure_rss(cmd: list[str], cwd: Path | str = REPO) -> tuple[float, float, str]:
     """Like measure, in a fresh wrapper process so the peak RSS is this command's alone."""
     wrapper = textwrap.dedent(
@@ -70,6 +60,12 @@ def measure_rss(cmd: list[str], cwd: Path | str = REPO) -> tuple[float, float, s
     if data["rc"] != 0:
         raise RuntimeError(f"{' '.join(cmd[:6])}... failed ({data['rc']}): {data['err']}")
     return data["wall"], data["rss"], data["out"]
+
+
+def measure(cmd: list[str], cwd: Path | str = REPO) -> tuple[float, str]:
+    """(wall seconds, stdout) of one command, which must succeed."""
+    wall, _, out = measure_rss(cmd, cwd)
+    return wall, out
 
 
 def row(bench: str, what: str, seconds: float, floor: str, floor_s: float | None, goal: str = "", **extra) -> None:

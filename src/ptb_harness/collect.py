@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from ptb_harness.campaign import CELL_DIR_PATTERN, Campaign
+from ptb_harness.campaign import Campaign
 from ptb_harness.outcome import cell_outcome, local_liveness
 from ptb_harness.records import atomic_write_text
 
@@ -55,7 +55,7 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
     rows = []
     alive = local_liveness()
     for cell in campaign.cells():
-        cdir = campaign.results_dir / CELL_DIR_PATTERN.format(**cell.wildcards)
+        cdir = campaign.cell_dir(cell)
         outcome, evidence, rec = cell_outcome(cdir, alive)
         solve = rec.solve or {}
         metrics = rec.metrics or {}
@@ -221,15 +221,16 @@ def _fmt(r: Any) -> str:
     return f"{r['mean']:.3f}{std}{star} ({r['n_scored']}/{r['n_cells']})"
 
 
-def leaderboard_wide(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """(header, rows): entries (agents, then references) by tasks and the weighted average."""
+def leaderboard_wide(board: pd.DataFrame) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """(header, [(kind, row)]): entries (agents, then references) by tasks and the
+    weighted average."""
     tasks = sorted(t for t in board["task"].unique() if t != WEIGHTED)
     cols = [*tasks, WEIGHTED]
     rows = []
     for (kind, entry), part in board.groupby(["kind", "entry"], sort=False):
         by_task = part.set_index("task")
         label = entry if kind == AGENT else f"{kind}: {entry}"
-        rows.append([label, *(_fmt(by_task.loc[t]) if t in by_task.index else "" for t in cols)])
+        rows.append((kind, [label, *(_fmt(by_task.loc[t]) if t in by_task.index else "" for t in cols)]))
     return ["entry", *cols], rows
 
 
@@ -249,7 +250,7 @@ def weights_line(weights: Weights) -> str:
 def leaderboard_markdown(board: pd.DataFrame, weights: Weights, table: pd.DataFrame) -> str:
     head, rows = leaderboard_wide(board)
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---|" * (len(head) - 1)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["| " + " | ".join(r) + " |" for _, r in rows]
     counts = table["outcome"].value_counts()
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
     out = [

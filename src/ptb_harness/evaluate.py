@@ -27,8 +27,8 @@ from ptb_harness.gpu import job_gpu_set, load_nvml, reap
 from ptb_harness.gpu_monitor import GpuMonitor
 from ptb_harness.hf_cache import hf_cache_view
 from ptb_harness.procs import iso_utc, run_budgeted, utc_stamp
-from ptb_harness.provenance import cell_provenance, finish_scorer_versions, start_scorer_versions, versions_command
-from ptb_harness.records import atomic_write_bytes, atomic_write_json, read_json
+from ptb_harness.provenance import cell_provenance, scorer_versions, versions_command
+from ptb_harness.records import atomic_write_bytes, atomic_write_json, read_json_dict
 from ptb_harness.sandbox import Bind, Sandbox
 from ptb_harness.snapshot import provenance
 from ptb_harness.solve import describe
@@ -86,8 +86,8 @@ def run_evaluate(
         "attempts": [],
     }
 
-    solve = read_json(solve_json)
-    if not isinstance(solve, dict):
+    solve = read_json_dict(solve_json)
+    if solve is None:
         raise HarnessError(f"{solve_json}: missing or not valid JSON; rerun the solve")
     if not solve.get("final_model_files"):
         record.update(status="no_model", reason=f"agent {solve.get('description', '?')} and left no final model")
@@ -211,7 +211,7 @@ def _scorer_versions(sandbox: Sandbox, work: Path, gpus: list[str]) -> dict:
         hf_home_host=None,
         hf_read_only=True,
     )
-    return finish_scorer_versions(start_scorer_versions(launch.argv, launch.env, launch.cwd))
+    return scorer_versions(launch.argv, launch.env, launch.cwd)
 
 
 def _write_provenance(

@@ -24,10 +24,9 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ptb_harness.evaluate import check_metrics
-from ptb_harness.records import read_json
+from ptb_harness.records import read_json_dict
 
 OUTCOMES = ("scored", "agent_failed", "infra_failed", "pending", "running")
 
@@ -69,8 +68,14 @@ class CellRecords:
     attempt_log_tails: dict[int, str] | None = None
 
 
-def _dict(value: Any) -> dict | None:
-    return value if isinstance(value, dict) else None
+def _read_metrics(cell_dir: Path) -> tuple[dict | None, str | None]:
+    """(valid metrics, None), (None, what is wrong), or (None, None) when there is none."""
+    try:
+        data = (cell_dir / "metrics.json").read_bytes()
+    except OSError:  # missing, or unreadable: no score
+        return None, None
+    metrics, problem = check_metrics(data)
+    return metrics, problem or None
 
 
 def read_cell(cell_dir: Path, present: set[str] | None = None) -> CellRecords:
@@ -80,28 +85,23 @@ def read_cell(cell_dir: Path, present: set[str] | None = None) -> CellRecords:
     def load(name: str) -> dict | None:
         if present is not None and name not in present:
             return None
-        return _dict(read_json(cell_dir / name))
+        return read_json_dict(cell_dir / name)
 
-    metrics = problem = None
-    if present is None or "metrics.json" in present:
-        try:
-            data = (cell_dir / "metrics.json").read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
-            data = None
-        if data is not None:
-            metrics, problem = check_metrics(data)
+    metrics, problem = _read_metrics(cell_dir) if present is None or "metrics.json" in present else (None, None)
     evaluate = load("evaluate.json")
     tails = None
     if evaluate is not None and evaluate.get("status") == "failed":
-        tails = {}
-        for att in evaluate.get("attempts") or []:
-            if isinstance(att, dict) and not att.get("ok") and isinstance(att.get("log"), str):
-                tails[int(att.get("attempt", 0))] = _tail(cell_dir / att["log"])
+        attempts = evaluate.get("attempts")
+        tails = {
+            k: _tail(cell_dir / att["log"])
+            for k, att in enumerate(attempts if isinstance(attempts, list) else [], 1)
+            if isinstance(att, dict) and not att.get("ok") and isinstance(att.get("log"), str)
+        }
     return CellRecords(
         solve=load("solve.json"),
         evaluate=evaluate,
         metrics=metrics,
-        metrics_problem=problem or None,
+        metrics_problem=problem,
         preflight=load("preflight.json"),
         solve_state=load("solve.state.json"),
         evaluate_state=load("evaluate.state.json"),
@@ -227,10 +227,7 @@ def cell_outcome(
     except (FileNotFoundError, NotADirectoryError):
         return "pending", "not solved yet", CellRecords()
     if not all_records and "metrics.json" in present:
-        try:
-            metrics, problem = check_metrics((cell_dir / "metrics.json").read_bytes())
-        except OSError:
-            metrics = None
+        metrics, _ = _read_metrics(cell_dir)
         if metrics is not None:
             rec = CellRecords(metrics=metrics)
             return (*classify(rec, alive), rec)

@@ -14,6 +14,7 @@ matplotlib.use("Agg")  # files only: no display on a cluster node
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ptb_harness.campaign import Cell  # noqa: E402
 from ptb_harness.collect import AGENT, LEGEND, WEIGHTED, Weights, leaderboard_wide, weights_line  # noqa: E402
 from ptb_harness.records import atomic_write_text  # noqa: E402
 
@@ -122,8 +123,8 @@ def leaderboard_html(
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Leaderboard</title><style>{_STYLE}</style>"]
     parts += ["</head><body><h1>Leaderboard</h1>", f"<p>{html.escape(LEGEND)}</p>", "<table id='leaderboard'>"]
     parts.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
-    for r in rows:
-        cls = " class='ref'" if ":" in r[0] and r[0].split(":")[0] in ("base model", "instruct model") else ""
+    for kind, r in rows:
+        cls = "" if kind == AGENT else " class='ref'"
         parts.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>")
     parts += ["</table>", f"<p>{html.escape(weights_line(weights))}</p>"]
     for img in images:
@@ -161,7 +162,7 @@ def write_plots(
         gpu_dir.mkdir(parents=True, exist_ok=True)
         for r in table.itertuples():
             csv = Path(r.cell_dir) / "gpu_monitor.csv"
-            name = f"{r.agent}.{r.task}.{r.model}.{r.hours}h-{r.num_gpus}gpu-run{r.run}.png"
-            if csv.is_file() and gpu_over_time(csv, gpu_dir / name, name.removesuffix(".png")):
-                written.append(gpu_dir / name)
+            slug = Cell(r.agent, r.task, r.model, str(r.hours), int(r.num_gpus), int(r.run)).slug
+            if csv.is_file() and gpu_over_time(csv, gpu_dir / f"{slug}.png", slug):
+                written.append(gpu_dir / f"{slug}.png")
     return written

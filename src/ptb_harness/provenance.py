@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign import Campaign, Cell
-from ptb_harness.records import atomic_write_json, read_json
+from ptb_harness.records import atomic_write_json, read_json_dict
 from ptb_harness.snapshot import provenance as harness_provenance
 
 #: The scorer packages whose versions are recorded (those present in the scorer's environment).
@@ -56,25 +56,14 @@ def parse_versions(output: str) -> dict[str, str]:
     return {}
 
 
-def start_scorer_versions(argv: Sequence[str], env: dict[str, str], cwd: str | Path) -> subprocess.Popen | None:
-    """Start the versions command (already wrapped for the sandbox)."""
+def scorer_versions(argv: Sequence[str], env: dict[str, str], cwd: str | Path, timeout_s: float = 60) -> dict:
+    """Run the versions command (already wrapped for the sandbox): the versions it printed,
+    or {"error": ...} when it could not start, failed or hung."""
     try:
-        return subprocess.Popen(list(argv), env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    except OSError:
-        return None
-
-
-def finish_scorer_versions(proc: subprocess.Popen | None, timeout_s: float = 60) -> dict:
-    """The versions it printed; {"error": ...} when it failed or hung (then it is killed)."""
-    if proc is None:
-        return {"error": "the versions command could not start"}
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()  # our own child
-        proc.communicate()
-        return {"error": f"no answer within {timeout_s:.0f} s"}
-    return parse_versions(out) or {"error": f"exit {proc.returncode}: {err.strip()[-300:]}"}
+        res = subprocess.run(list(argv), env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    return parse_versions(res.stdout) or {"error": f"exit {res.returncode}: {res.stderr.strip()[-300:]}"}
 
 
 def image_digest(path: str | None, cache_file: Path) -> dict[str, Any] | None:
@@ -89,8 +78,7 @@ def image_digest(path: str | None, cache_file: Path) -> dict[str, Any] | None:
     if p.is_dir():  # a sandbox directory: no single digest
         return {"path": path, "kind": "directory"}
     key = f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
-    cache = read_json(cache_file)
-    cache = cache if isinstance(cache, dict) else {}
+    cache = read_json_dict(cache_file) or {}
     if key not in cache:
         h = hashlib.sha256()
         with open(p, "rb") as f:

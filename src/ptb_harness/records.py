@@ -40,13 +40,16 @@ def atomic_write_json(path: str | Path, obj: Any, mode: int = 0o644) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n", mode)
 
 
-def read_json(path: str | Path) -> Any | None:
-    """The parsed JSON of a file, or None if it is missing or not valid JSON."""
+def read_json_dict(path: str | Path) -> dict[str, Any] | None:
+    """A JSON object from a file, or None when the file is missing, unreadable (a
+    directory, no permission) or not a JSON object: records edited or broken by hand
+    must not turn a status into a traceback."""
     try:
         with open(path, "rb") as f:
-            return json.loads(f.read())
-    except (FileNotFoundError, NotADirectoryError, ValueError):
+            obj = json.loads(f.read())
+    except (OSError, ValueError):
         return None
+    return obj if isinstance(obj, dict) else None
 
 
 def read_yaml_mapping(path: str | Path, key: str) -> dict[str, Any]:

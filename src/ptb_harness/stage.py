@@ -26,7 +26,7 @@ from typing import Any
 from ptb_harness.campaign import Campaign, Cell
 from ptb_harness.errors import HarnessError
 from ptb_harness.procs import iso_utc
-from ptb_harness.records import atomic_write_json, read_json
+from ptb_harness.records import atomic_write_json, read_json_dict
 from ptb_harness.scheduler import scheduler_job
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -39,11 +39,6 @@ def process_start_ticks(pid: int) -> int | None:
     except OSError:
         return None
     return int(stat.rsplit(")", 1)[1].split()[19])
-
-
-def _read_state(path: Path) -> dict[str, Any]:
-    state = read_json(path)
-    return state if isinstance(state, dict) else {}
 
 
 def _write_state(path: Path | None, state: dict[str, Any]) -> None:
@@ -77,7 +72,7 @@ def stage(log_path: str | Path, name: str, cell_dir: str | Path | None = None) -
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             lock.close()
-            other = _read_state(state_path)
+            other = read_json_dict(state_path) or {}
             msg = (
                 f"{name} failed: another {name} of this cell is running "
                 f"(pid {other.get('pid', '?')} on {other.get('host', '?')} since {other.get('started_at', '?')}); "

@@ -151,3 +151,15 @@ def test_cell_outcome_reads_the_records_on_disk(tmp_path):
     assert cell_outcome(cell)[0] == "infra_failed"
     (cell / "metrics.json").write_text('{"accuracy": 0.4}')
     assert cell_outcome(cell)[:2] == ("scored", "accuracy 0.4")
+
+
+def test_records_broken_by_hand_give_an_outcome_not_a_traceback(tmp_path):
+    cell = tmp_path / "cell"
+    (cell / "metrics.json").mkdir(parents=True)  # a directory where a record should be
+    (cell / "solve.json").write_text(json.dumps(SOLVED))
+    attempts = [{"attempt": "first", "ok": False, "log": "evaluate/a.log"}, "not an attempt"]
+    (cell / "evaluate.json").write_text(json.dumps({**EV_FAILED, "attempts": attempts}))
+    (cell / "solve.state.json").mkdir()
+    for all_records in (True, False):
+        outcome, why, _ = cell_outcome(cell, all_records=all_records)
+        assert (outcome, why.startswith("scorer: no valid metrics")) == ("infra_failed", True)
