@@ -211,7 +211,8 @@ def bench_cell(tmp: Path, quick: bool) -> None:
     # where the time goes: each of a cell's 3 jobs is a fresh Python importing Snakemake
     # (script jobs) and the stage
     job_start = statistics.median(
-        measure([PY, "-c", "import snakemake.script, ptb_harness.solve, ptb_harness.evaluate"])[0] for _ in range(3)
+        measure([PY, "-c", "import snakemake.script, ptb_harness.stages.solve, ptb_harness.stages.evaluate"])[0]
+        for _ in range(3)
     )
     trace_start = statistics.median(measure([PY, "-m", "ptb_harness", "parse-trace", "--help"])[0] for _ in range(3))
     row(

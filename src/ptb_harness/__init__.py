@@ -1,8 +1,21 @@
 """Campaign harness for PostTrainBench-style benchmarks.
 
-The public API is small: load and validate a campaign (``config.load_config``), run one
-cell's stages (``solve.run_solve``, ``evaluate.run_evaluate``) and tabulate results
-(``collect``). Everything else is internal.
+The package is layered; imports only point down (``tests/test_layers.py`` enforces it):
+
+1. ``core``: errors and the record files every layer reads and writes.
+2. ``runtime``: budgeted processes, the sandbox runtimes, HF cache view, harness snapshot,
+   scheduler job.
+3. ``gpu``: the cell's GPUs on NVML: ids, the GPU set, leases, scoped reaping, monitor.
+4. ``traces``: agent traces parsed by content, redacted.
+5. ``campaign``: the configuration (schema, typed settings), cells, agents, tasks, resources.
+6. ``stages``: solve and evaluate of one cell, their preflight and provenance, and the glue
+   that runs each as a Snakemake job.
+7. ``results``: outcomes from the records, status, tables, leaderboard and plots.
+8. on top: the ``cli`` and ``doctor`` (and the ``demo`` model builder).
+
+The public API is small: load a campaign (``campaign.config.load_config``), run one cell's
+stages (``stages.solve.run_solve``, ``stages.evaluate.run_evaluate``) and tabulate results
+(``results.collect``). Everything else is internal.
 """
 
 __version__ = "0.1.0"

@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from ptb_harness.errors import HarnessError
+from ptb_harness.core.errors import HarnessError
 
 
 def _campaign_args(p: argparse.ArgumentParser) -> None:
@@ -30,9 +30,9 @@ def _campaign_args(p: argparse.ArgumentParser) -> None:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from ptb_harness.collect import write_tables
-    from ptb_harness.config import load_config_files
-    from ptb_harness.plots import write_plots
+    from ptb_harness.campaign.config import load_config_files
+    from ptb_harness.results.collect import write_tables
+    from ptb_harness.results.plots import write_plots
 
     campaign = load_config_files(args.workdir, args.profile, args.campaign)
     tables, plots = campaign.results_dir / "tables", campaign.results_dir / "plots"
@@ -47,8 +47,8 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from ptb_harness.config import load_config_files
-    from ptb_harness.status import as_json, campaign_status, render, targets
+    from ptb_harness.campaign.config import load_config_files
+    from ptb_harness.results.status import as_json, campaign_status, render, targets
 
     campaign = load_config_files(args.workdir, args.profile, args.campaign)
     statuses = campaign_status(campaign)
@@ -62,7 +62,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from ptb_harness.config import load_config_files
+    from ptb_harness.campaign.config import load_config_files
     from ptb_harness.doctor import run_checks
 
     checks = run_checks(load_config_files(args.workdir, args.profile, args.campaign))
@@ -94,8 +94,8 @@ def _reap(args: argparse.Namespace) -> int:
 
 
 def _parse_trace(args: argparse.Namespace) -> int:
-    from ptb_harness.agents import allowed_env_names, load_agent
-    from ptb_harness.tasks import load_task
+    from ptb_harness.campaign.agents import allowed_env_names, load_agent
+    from ptb_harness.campaign.tasks import load_task
     from ptb_harness.traces import parse_trace_file
     from ptb_harness.traces.redact import secrets_from_env
 
@@ -118,7 +118,7 @@ def _parse_trace(args: argparse.Namespace) -> int:
 
 def _run(argv: list[str]) -> int:
     """`ptb-harness run [--workdir D] SNAKEMAKE_ARGS...`: Snakemake from a frozen snapshot."""
-    from ptb_harness.snapshot import GIT_ENV, git_state, make_snapshot
+    from ptb_harness.runtime.snapshot import GIT_ENV, git_state, make_snapshot
 
     parser = argparse.ArgumentParser(prog="ptb-harness run", description=_run.__doc__)
     parser.add_argument("--workdir", default=".", help="the campaign's working directory (default: .)")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign import Campaign
+from ptb_harness.campaign.cells import Campaign
 
 #: Host variables that choose a cache; the harness sets all of them inside sandboxes.
 SHADOWING_VARS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "XDG_CACHE_HOME")

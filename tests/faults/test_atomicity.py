@@ -14,7 +14,7 @@ import time
 import pytest
 from conftest import campaign_config, make_workdir, write_config, write_task
 
-from ptb_harness.evaluate import check_metrics
+from ptb_harness.stages.evaluate import check_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -31,9 +31,9 @@ BIG_SCORER = """
 DRIVER = """
 import sys
 from pathlib import Path
-from ptb_harness.campaign import Cell
-from ptb_harness.config import load_config_files
-from ptb_harness.evaluate import run_evaluate
+from ptb_harness.campaign.cells import Cell
+from ptb_harness.campaign.config import load_config_files
+from ptb_harness.stages.evaluate import run_evaluate
 cell_dir = Path(sys.argv[2])
 campaign = load_config_files(sys.argv[1])
 run_evaluate(campaign, Cell("exit0", "big", "m1", "0.0005", 0, 1), solve_json=cell_dir / "solve.json",
@@ -41,7 +41,7 @@ run_evaluate(campaign, Cell("exit0", "big", "m1", "0.0005", 0, 1), solve_json=ce
 """
 WRITER = """
 import sys
-from ptb_harness.records import atomic_write_bytes
+from ptb_harness.core.records import atomic_write_bytes
 data = open(sys.argv[2], "rb").read()
 print("ready", flush=True)
 while True:

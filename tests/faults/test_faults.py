@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, campaign_config, cell_dir, make_workdir, snakemake, write_agent, write_config, write_task
 
-from ptb_harness.config import load_config_files
-from ptb_harness.status import campaign_status
+from ptb_harness.campaign.config import load_config_files
+from ptb_harness.results.status import campaign_status
 
 pytestmark = pytest.mark.slow
 
@@ -203,7 +203,7 @@ def test_7_harness_file_replaced_mid_solve(workdir, tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     cell = cell_dir(workdir, "slow", hours="0.005")
     wait_for(lambda: state(cell, "solve").get("state") == "running", what="the solve")
-    for rel in ("workflow/scripts/evaluate.py", "src/ptb_harness/evaluate.py", "workflow/rules/evaluate.smk"):
+    for rel in ("workflow/scripts/evaluate.py", "src/ptb_harness/stages/evaluate.py", "workflow/rules/evaluate.smk"):
         (checkout / rel).write_text("raise SystemExit('replaced mid-run')\n")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-3000:]

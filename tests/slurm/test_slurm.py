@@ -134,7 +134,7 @@ def test_replacing_harness_files_mid_solve_changes_nothing(tmp_path, slurm_profi
     """Seed item 5: while a Slurm-run cell is mid-solve, the checkout's Snakefile, scripts,
     package and the agent's solve.sh are replaced (mv over) or overwritten with versions
     that would fail; the cell finishes with the code it started with."""
-    from ptb_harness.snapshot import harness_digest
+    from ptb_harness.runtime.snapshot import harness_digest
 
     checkout = tmp_path / "checkout"
     for rel in ("Snakefile", "workflow", "src", "config"):
@@ -163,11 +163,11 @@ def test_replacing_harness_files_mid_solve_changes_nothing(tmp_path, slurm_profi
             time.sleep(0.5)
         assert started.exists(), "the agent never started"
         broken = "raise SystemExit('replaced harness file ran')\n"
-        for rel in ("Snakefile", "workflow/rules/evaluate.smk", "src/ptb_harness/evaluate.py"):
+        for rel in ("Snakefile", "workflow/rules/evaluate.smk", "src/ptb_harness/stages/evaluate.py"):
             new = checkout / f"{rel}.new"
             new.write_text(broken)
             new.replace(checkout / rel)  # mv over
-        for rel in ("workflow/scripts/solve.py", "workflow/scripts/evaluate.py", "src/ptb_harness/solve.py"):
+        for rel in ("workflow/scripts/solve.py", "workflow/scripts/evaluate.py", "src/ptb_harness/stages/solve.py"):
             (checkout / rel).write_text(broken)  # overwritten in place
         agent_sh = workdir / "agents/slow/solve.sh"
         (agent_sh.with_suffix(".new")).write_text("exit 42\n")

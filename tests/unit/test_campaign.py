@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from ptb_harness.campaign import Campaign, Cell, check_name, format_hours
-from ptb_harness.config import load_config
-from ptb_harness.errors import ConfigError
+from ptb_harness.campaign.cells import Campaign, Cell, check_name, format_hours
+from ptb_harness.campaign.config import load_config
+from ptb_harness.core.errors import ConfigError
 
 
 @pytest.mark.parametrize(

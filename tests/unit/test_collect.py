@@ -4,9 +4,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ptb_harness.campaign import Cell
-from ptb_harness.collect import cell_table, leaderboard, leaderboard_markdown, task_weights
-from ptb_harness.config import load_config
+from ptb_harness.campaign.cells import Cell
+from ptb_harness.campaign.config import load_config
+from ptb_harness.results.collect import cell_table, leaderboard, leaderboard_markdown, task_weights
 
 
 def test_unscored_cells_are_named_never_zero(tmp_path: Path):

@@ -1,6 +1,6 @@
 import pytest
 
-from ptb_harness.evaluate import check_metrics
+from ptb_harness.stages.evaluate import check_metrics
 
 
 @pytest.mark.parametrize(

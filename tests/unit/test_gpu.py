@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ptb_harness.errors import HarnessError
+from ptb_harness.core.errors import HarnessError
 from ptb_harness.gpu import (
     GpuProcess,
     GpuRequest,
@@ -24,8 +24,8 @@ from ptb_harness.gpu import (
     resolve_gpu_set,
     resolve_ids,
 )
-from ptb_harness.gpu_monitor import GpuMonitor
-from ptb_harness.preflight import verdict
+from ptb_harness.gpu.monitor import GpuMonitor
+from ptb_harness.stages.preflight import verdict
 
 
 @dataclass

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ptb_harness.procs import pump_timestamped, run_budgeted
+from ptb_harness.runtime.procs import pump_timestamped, run_budgeted
 
 STAMP = rb"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] "
 
@@ -84,7 +84,7 @@ def test_daemons_the_child_left_behind_are_stopped(tmp_path):
 def test_sigterm_to_the_harness_stops_the_agent_first(tmp_path):
     pidfile = tmp_path / "agent.pid"
     code = (
-        "import os, sys; from ptb_harness.procs import run_budgeted;"
+        "import os, sys; from ptb_harness.runtime.procs import run_budgeted;"
         f"run_budgeted(['bash', '-c', 'echo $$ > {pidfile}; sleep 300'], env=dict(os.environ), cwd='{tmp_path}',"
         f" output='{tmp_path}/o.txt', budget_s=600, kill_grace_s=2)"
     )

@@ -3,7 +3,7 @@ import json
 import subprocess
 import sys
 
-from ptb_harness.provenance import image_digest, parse_versions, versions_command
+from ptb_harness.stages.provenance import image_digest, parse_versions, versions_command
 
 
 def test_image_digest_is_the_sha256_and_is_cached(tmp_path):

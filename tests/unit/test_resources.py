@@ -1,5 +1,5 @@
-from ptb_harness.campaign import Cell
-from ptb_harness.resources import job_resources, job_threads, solve_runtime_minutes
+from ptb_harness.campaign.cells import Cell
+from ptb_harness.campaign.resources import job_resources, job_threads, solve_runtime_minutes
 
 CONFIG = {
     "name": "c1",
@@ -39,7 +39,7 @@ def test_sizes_walltime_and_classads():
 
 
 def test_rule_resources_are_functions_of_the_wildcards_where_cells_differ():
-    from ptb_harness.resources import rule_resources
+    from ptb_harness.campaign.resources import rule_resources
 
     rules = rule_resources({**CONFIG, "hours": [1, 2], "num_gpus": [1, 3]}, "solve")
     wildcards = {"agent": "a", "task": "t", "model": "m", "hours": "2", "num_gpus": "3", "run": "1"}
@@ -50,7 +50,7 @@ def test_rule_resources_are_functions_of_the_wildcards_where_cells_differ():
 
 
 def test_rule_resources_of_a_single_setting_are_constants_but_the_cell_name():
-    from ptb_harness.resources import rule_resources
+    from ptb_harness.campaign.resources import rule_resources
 
     rules = rule_resources({**CONFIG, "hours": [10], "num_gpus": [2]}, "solve")
     assert rules["runtime"] == 600 + 5 + 1 + 30 and rules["gpu"] == 2 and rules["request_gpus"] == 2

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ptb_harness.errors import ConfigError
-from ptb_harness.sandbox import Bind, Sandbox
+from ptb_harness.core.errors import ConfigError
+from ptb_harness.runtime.sandbox import Bind, Sandbox
 
 SECRET = "sk-live-THIS-MUST-NEVER-BE-ON-ARGV"
 

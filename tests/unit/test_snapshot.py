@@ -5,7 +5,7 @@ import sys
 
 from conftest import REPO
 
-from ptb_harness.snapshot import harness_digest, make_snapshot
+from ptb_harness.runtime.snapshot import harness_digest, make_snapshot
 
 
 def copy_harness(dest):
@@ -24,7 +24,7 @@ def test_digest_follows_content_and_snapshots_are_made_once(tmp_path):
     digest = harness_digest(checkout)
     assert digest == harness_digest(REPO), "the digest is over content, not location"
     snap = make_snapshot(tmp_path / "work", checkout)
-    assert snap.name == digest[:16] and (snap / "src/ptb_harness/solve.py").is_file()
+    assert snap.name == digest[:16] and (snap / "src/ptb_harness/stages/solve.py").is_file()
     assert harness_digest(snap) == digest
     (snap / "marker").write_text("x")
     assert make_snapshot(tmp_path / "work", checkout) == snap and (snap / "marker").exists(), "reused"
@@ -38,7 +38,7 @@ def test_digest_follows_content_and_snapshots_are_made_once(tmp_path):
 def test_code_runs_from_the_snapshot_and_records_it(tmp_path):
     snap = make_snapshot(tmp_path / "work", copy_harness(tmp_path / "checkout"))
     env = {**os.environ, "PYTHONPATH": str(snap / "src"), "PTB_HARNESS_GIT": "abc123+dirty"}
-    code = "import json, ptb_harness.snapshot as s; print(json.dumps(s.provenance()))"
+    code = "import json, ptb_harness.runtime.snapshot as s; print(json.dumps(s.provenance()))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     import json
 

@@ -1,10 +1,10 @@
 from pathlib import Path
 
-from ptb_harness.agents import load_agent
-from ptb_harness.campaign import Cell
-from ptb_harness.config import load_config
-from ptb_harness.solve import JobDir, agent_launch, agent_variables
-from ptb_harness.tasks import load_task
+from ptb_harness.campaign.agents import load_agent
+from ptb_harness.campaign.cells import Cell
+from ptb_harness.campaign.config import load_config
+from ptb_harness.campaign.tasks import load_task
+from ptb_harness.stages.solve import JobDir, agent_launch, agent_variables
 
 
 def test_agent_env_holds_only_what_the_harness_passes(tmp_path: Path):

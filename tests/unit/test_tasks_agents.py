@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from ptb_harness.agents import load_agent
-from ptb_harness.errors import ConfigError
-from ptb_harness.tasks import load_task
+from ptb_harness.campaign.agents import load_agent
+from ptb_harness.campaign.tasks import load_task
+from ptb_harness.core.errors import ConfigError
 
 
 def make_task(tmp_path, info):

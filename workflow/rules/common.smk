@@ -2,10 +2,10 @@
 import sys
 from pathlib import Path
 
-from ptb_harness.campaign import CELL_DIR_PATTERN, HOURS_PATTERN, NAME_PATTERN
-from ptb_harness.config import load_config
-from ptb_harness.errors import ConfigError
-from ptb_harness.resources import job_threads, rule_resources
+from ptb_harness.campaign.cells import CELL_DIR_PATTERN, HOURS_PATTERN, NAME_PATTERN
+from ptb_harness.campaign.config import load_config
+from ptb_harness.core.errors import ConfigError
+from ptb_harness.campaign.resources import job_threads, rule_resources
 
 try:
     CAMPAIGN = load_config(config, workdir=Path.cwd(), for_run=True)
@@ -17,7 +17,7 @@ except ConfigError as e:
 RESULTS = config["paths"]["results_dir"]
 # the harness's interpreter, for shell rules that call `python -m ptb_harness`
 PYTHON = sys.executable
-# one directory per cell; the layout is defined once, in ptb_harness.campaign
+# one directory per cell; the layout is defined once, in ptb_harness.campaign.cells
 CELL = f"{RESULTS}/{CELL_DIR_PATTERN}"
 TABLES = {
     "cells": f"{RESULTS}/tables/cells.csv",

@@ -1,10 +1,10 @@
-# Snakemake job: the campaign's tables and plots (see ptb_harness.collect, ptb_harness.plots).
+# Snakemake job: the campaign's tables and plots (see ptb_harness.results.collect, ptb_harness.results.plots).
 from pathlib import Path
 
-from ptb_harness.campaign import Campaign
-from ptb_harness.collect import write_tables
-from ptb_harness.plots import write_plots
-from ptb_harness.stage import stage
+from ptb_harness.campaign.cells import Campaign
+from ptb_harness.results.collect import write_tables
+from ptb_harness.results.plots import write_plots
+from ptb_harness.stages.job import stage
 
 with stage(snakemake.log[0], "collect") as log:  # noqa: F821 (snakemake is injected)
     out = snakemake.output  # noqa: F821

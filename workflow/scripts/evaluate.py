@@ -1,8 +1,8 @@
-# Snakemake job: score one cell's final model (see ptb_harness.evaluate).
+# Snakemake job: score one cell's final model (see ptb_harness.stages.evaluate).
 from pathlib import Path
 
-from ptb_harness.evaluate import run_evaluate
-from ptb_harness.stage import from_snakemake, stage
+from ptb_harness.stages.evaluate import run_evaluate
+from ptb_harness.stages.job import from_snakemake, stage
 
 # the state record (evaluate.state.json) lives beside metrics.json
 cell_dir = Path(snakemake.output.metrics).parent  # noqa: F821 (snakemake is injected)

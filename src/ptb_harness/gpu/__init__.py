@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ptb_harness.errors import HarnessError
+from ptb_harness.core.errors import HarnessError
 
 log = logging.getLogger("ptb_harness.gpu")
 

@@ -7,7 +7,7 @@ anything unexpected keeps its traceback, in the log.
 `<cell>/<stage>.state.json` says the stage is running (host, pid, scheduler job), done,
 or failed and why. It is not a Snakemake output, so it survives the failed job that
 wrote it; a `running` state whose process is gone means the job died unrecorded (node
-failure, SIGKILL, walltime), which `ptb_harness.outcome` reports as such.
+failure, SIGKILL, walltime), which `ptb_harness.results.outcome` reports as such.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign import Campaign, Cell
-from ptb_harness.errors import HarnessError
-from ptb_harness.procs import iso_utc
-from ptb_harness.records import atomic_write_json, read_json_dict
-from ptb_harness.scheduler import scheduler_job
+from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.core.errors import HarnessError
+from ptb_harness.core.records import atomic_write_json, read_json_dict
+from ptb_harness.runtime.procs import iso_utc
+from ptb_harness.runtime.scheduler import scheduler_job
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

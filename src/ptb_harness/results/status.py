@@ -13,9 +13,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ptb_harness.campaign import CELL_DIR_PATTERN, Campaign, Cell
-from ptb_harness.outcome import OUTCOMES, Liveness, cell_outcome, local_liveness
-from ptb_harness.scheduler import live_slurm_jobs
+from ptb_harness.campaign.cells import CELL_DIR_PATTERN, Campaign, Cell
+from ptb_harness.results.outcome import OUTCOMES, Liveness, cell_outcome, local_liveness
+from ptb_harness.runtime.scheduler import live_slurm_jobs
 
 MARKS = {"scored": "S", "agent_failed": "A", "infra_failed": "I", "running": "R", "pending": "."}
 

@@ -10,12 +10,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign import Campaign, check_campaign, load_campaign_file
-from ptb_harness.errors import ConfigError
-from ptb_harness.records import read_yaml_mapping
+from ptb_harness.campaign.cells import Campaign, check_campaign, load_campaign_file
+from ptb_harness.core.errors import ConfigError
+from ptb_harness.core.records import read_yaml_mapping
 
 #: The schema ships with the workflow, next to config/config.yaml.
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "config.schema.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "config.schema.yaml"
 
 
 def _json_path(error: Any) -> str:

@@ -23,23 +23,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptb_harness import __version__
-from ptb_harness.agents import AgentSpec, allowed_env_names, load_agent
-from ptb_harness.campaign import Campaign, Cell
-from ptb_harness.errors import HarnessError
+from ptb_harness.campaign.agents import AgentSpec, allowed_env_names, load_agent
+from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.tasks import TaskSpec, load_task
+from ptb_harness.core.errors import HarnessError
+from ptb_harness.core.records import atomic_write_json, atomic_write_text
 from ptb_harness.gpu import GpuSet, job_gpu_set, load_nvml
-from ptb_harness.gpu_monitor import GpuMonitor
-from ptb_harness.hf_cache import hf_cache_view
-from ptb_harness.preflight import preflight_command, verdict
-from ptb_harness.procs import ProcessResult, iso_utc, run_budgeted
-from ptb_harness.records import atomic_write_json, atomic_write_text
-from ptb_harness.sandbox import Bind, Launch, Sandbox
-from ptb_harness.scheduler import scheduler_job
-from ptb_harness.snapshot import provenance
-from ptb_harness.tasks import TaskSpec, load_task
+from ptb_harness.gpu.monitor import GpuMonitor
+from ptb_harness.runtime.hf_cache import hf_cache_view
+from ptb_harness.runtime.procs import ProcessResult, iso_utc, run_budgeted
+from ptb_harness.runtime.sandbox import Bind, Launch, Sandbox
+from ptb_harness.runtime.scheduler import scheduler_job
+from ptb_harness.runtime.snapshot import provenance
+from ptb_harness.stages.preflight import preflight_command, verdict
 
-log = logging.getLogger("ptb_harness.solve")
+log = logging.getLogger("ptb_harness.stages.solve")
 
-BUILTIN_PROMPT = Path(__file__).parent / "templates" / "prompt.txt"
+BUILTIN_PROMPT = Path(__file__).parents[1] / "templates" / "prompt.txt"
 
 _TIMER = """#!/usr/bin/env bash
 # Time left for this cell's agent. Written by the harness; the deadline is fixed.

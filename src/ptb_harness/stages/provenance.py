@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign import Campaign, Cell
-from ptb_harness.records import atomic_write_json, read_json_dict
-from ptb_harness.snapshot import provenance as harness_provenance
+from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.core.records import atomic_write_json, read_json_dict
+from ptb_harness.runtime.snapshot import provenance as harness_provenance
 
 #: The scorer packages whose versions are recorded (those present in the scorer's environment).
 SCORER_PACKAGES = (

@@ -21,20 +21,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign import Campaign, Cell
-from ptb_harness.errors import HarnessError
+from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.tasks import TaskSpec, load_task
+from ptb_harness.core.errors import HarnessError
+from ptb_harness.core.records import atomic_write_bytes, atomic_write_json, read_json_dict
 from ptb_harness.gpu import job_gpu_set, load_nvml, reap
-from ptb_harness.gpu_monitor import GpuMonitor
-from ptb_harness.hf_cache import hf_cache_view
-from ptb_harness.procs import iso_utc, run_budgeted, utc_stamp
-from ptb_harness.provenance import cell_provenance, scorer_versions, versions_command
-from ptb_harness.records import atomic_write_bytes, atomic_write_json, read_json_dict
-from ptb_harness.sandbox import Bind, Sandbox
-from ptb_harness.snapshot import provenance
-from ptb_harness.solve import describe
-from ptb_harness.tasks import TaskSpec, load_task
+from ptb_harness.gpu.monitor import GpuMonitor
+from ptb_harness.runtime.hf_cache import hf_cache_view
+from ptb_harness.runtime.procs import iso_utc, run_budgeted, utc_stamp
+from ptb_harness.runtime.sandbox import Bind, Sandbox
+from ptb_harness.runtime.snapshot import provenance
+from ptb_harness.stages.provenance import cell_provenance, scorer_versions, versions_command
+from ptb_harness.stages.solve import describe
 
-log = logging.getLogger("ptb_harness.evaluate")
+log = logging.getLogger("ptb_harness.stages.evaluate")
 
 
 def check_metrics(data: bytes) -> tuple[dict[str, Any] | None, str]:

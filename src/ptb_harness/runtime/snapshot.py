@@ -26,7 +26,7 @@ GIT_ENV = "PTB_HARNESS_GIT"
 
 def harness_root() -> Path:
     """The root of the harness this code runs from (a checkout or a snapshot)."""
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[3]
 
 
 def _files(root: Path) -> list[Path]:

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.agents import check_env_names
-from ptb_harness.errors import ConfigError
-from ptb_harness.records import read_json_object
+from ptb_harness.campaign.agents import check_env_names
+from ptb_harness.core.errors import ConfigError
+from ptb_harness.core.records import read_json_object
 
 #: Upstream's ladder: 4 attempts at the task's defaults, then 3 and 2 at reduced token
 #: caps. A task without an ``evaluate.ladder`` gets the first stage only.

@@ -15,10 +15,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.agents import load_agent
-from ptb_harness.errors import ConfigError
-from ptb_harness.records import read_yaml_mapping
-from ptb_harness.tasks import load_task
+from ptb_harness.campaign.agents import load_agent
+from ptb_harness.campaign.tasks import load_task
+from ptb_harness.core.errors import ConfigError
+from ptb_harness.core.records import read_yaml_mapping
 
 #: Names that become path components: agents, tasks, models. No '/', no '..', no
 #: whitespace, not starting with '.' or '-'.

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptb_harness.errors import ConfigError
-from ptb_harness.records import read_json_object
+from ptb_harness.core.errors import ConfigError
+from ptb_harness.core.records import read_json_object
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

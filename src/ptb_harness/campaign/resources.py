@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ptb_harness.campaign import Cell, format_hours
+from ptb_harness.campaign.cells import Cell, format_hours
 
 
 def solve_runtime_minutes(cell: Cell, config: Mapping[str, Any]) -> int:

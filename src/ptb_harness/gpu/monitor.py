@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.gpu import Gpu, _handle, list_processes
-from ptb_harness.procs import iso_utc
+from ptb_harness.runtime.procs import iso_utc
 
 COLUMNS = [
     "time",

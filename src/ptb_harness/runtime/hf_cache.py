@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.errors import HarnessError
+from ptb_harness.core.errors import HarnessError
 
 
 def _unmount(mountpoint: Path) -> None:

@@ -56,7 +56,7 @@ def read_yaml_mapping(path: str | Path, key: str) -> dict[str, Any]:
     """A YAML file that must hold a mapping; errors name the config key it was given as."""
     import yaml
 
-    from ptb_harness.errors import ConfigError
+    from ptb_harness.core.errors import ConfigError
 
     p = Path(path)
     try:
@@ -74,7 +74,7 @@ def read_yaml_mapping(path: str | Path, key: str) -> dict[str, Any]:
 
 def read_json_object(path: Path) -> dict[str, Any]:
     """An optional JSON file that must hold an object ({} when absent); errors name the file."""
-    from ptb_harness.errors import ConfigError
+    from ptb_harness.core.errors import ConfigError
 
     if not path.exists():
         return {}

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ptb_harness.errors import ConfigError
+from ptb_harness.core.errors import ConfigError
 
 Role = Literal["agent", "scorer"]
 
