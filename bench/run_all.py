@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import bench_status  # noqa: E402
-import bench_traces  # noqa: E402
-from synthetic import build_campaign  # noqa: E402
+import bench_status
+import bench_traces
+from synthetic import build_campaign
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"

@@ -6,9 +6,9 @@ from ptb_harness.results.collect import write_tables
 from ptb_harness.results.plots import write_plots
 from ptb_harness.stages.job import stage
 
-with stage(snakemake.log[0], "collect") as log:  # noqa: F821 (snakemake is injected)
-    out = snakemake.output  # noqa: F821
-    campaign = Campaign(config=snakemake.config, workdir=Path.cwd())  # noqa: F821
+with stage(snakemake.log[0], "collect") as log:
+    out = snakemake.output
+    campaign = Campaign(config=snakemake.config, workdir=Path.cwd())
     table, board, weights = write_tables(campaign, Path(out.cells), Path(out.leaderboard_csv), Path(out.leaderboard_md))
     plots = write_plots(
         table, board, weights, Path(out.leaderboard_png).parent, Path(out.gpu_plots), Path(out.leaderboard_html)

@@ -5,10 +5,10 @@ from ptb_harness.stages.job import from_snakemake, stage
 from ptb_harness.stages.solve import run_solve
 
 # the state record (solve.state.json) lives beside solve.json
-cell_dir = Path(snakemake.output.solve_json).parent  # noqa: F821 (snakemake is injected)
-with stage(snakemake.log[0], "solve", cell_dir):  # noqa: F821
-    campaign, cell = from_snakemake(snakemake)  # noqa: F821
-    out = snakemake.output  # noqa: F821
+cell_dir = Path(snakemake.output.solve_json).parent
+with stage(snakemake.log[0], "solve", cell_dir):
+    campaign, cell = from_snakemake(snakemake)
+    out = snakemake.output
     run_solve(
         campaign,
         cell,

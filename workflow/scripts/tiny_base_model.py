@@ -4,5 +4,5 @@ from pathlib import Path
 from ptb_harness.demo.tiny_model import build_tiny_model
 from ptb_harness.stages.job import stage
 
-with stage(snakemake.log[0], "tiny_base_model"):  # noqa: F821 (snakemake is injected)
-    build_tiny_model(Path(snakemake.output.model))  # noqa: F821
+with stage(snakemake.log[0], "tiny_base_model"):
+    build_tiny_model(Path(snakemake.output.model))

@@ -180,12 +180,12 @@ def list_gpus(nvml: Any) -> list[Gpu]:
         # MIG instances are addressable by their own UUIDs
         try:
             count = nvml.nvmlDeviceGetMaxMigDeviceCount(h)
-        except Exception:  # noqa: BLE001 - not MIG-capable, or not supported by the driver
+        except Exception:  # not MIG-capable, or not supported by the driver
             count = 0
         for m in range(count):
             try:
                 mh = nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, m)
-            except Exception:  # noqa: BLE001 - slot not populated
+            except Exception:  # slot not populated
                 continue
             gpus.append(Gpu(i, _text(nvml.nvmlDeviceGetUUID(mh)), "MIG instance", mig=True))
     return gpus

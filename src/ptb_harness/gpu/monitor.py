@@ -36,11 +36,11 @@ def sample(nvml: Any, gpus: Sequence[Gpu], stage: str) -> list[dict[str, Any]]:
         mem = nvml.nvmlDeviceGetMemoryInfo(h)
         try:
             util = nvml.nvmlDeviceGetUtilizationRates(h).gpu
-        except Exception:  # noqa: BLE001 - MIG instances report no utilization
+        except Exception:  # MIG instances report no utilization
             util = None
         try:
             power = round(nvml.nvmlDeviceGetPowerUsage(h) / 1000.0, 1)
-        except Exception:  # noqa: BLE001 - not supported on every board
+        except Exception:  # not supported on every board
             power = None
         pids = sorted(p.pid for p in procs if p.gpu_uuid == g.uuid)
         rows.append(
@@ -84,7 +84,7 @@ class GpuMonitor:
             writer.writerows(sample(self.nvml, self.gpus, self.stage))
             f.flush()
             self.samples += 1
-        except Exception:  # noqa: BLE001 - a failed sample must never fail the cell
+        except Exception:  # a failed sample must never fail the cell
             pass
 
     def _run(self) -> None:

@@ -28,7 +28,7 @@ Role = Literal["agent", "scorer"]
 SANDBOX_HF_HOME = "/hf_home"
 #: The Hugging Face variables that choose a cache, highest priority first in
 #: huggingface_hub (HF_HUB_CACHE > HUGGINGFACE_HUB_CACHE > $HF_HOME/hub). All are set
-#: together, so no host-wide value can win (seed item 2).
+#: together, so a host-wide value (e.g. a cluster's HUGGINGFACE_HUB_CACHE) can never win.
 HF_VARS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE")
 
 
@@ -82,7 +82,8 @@ class Sandbox:
 
     # -- what the sandbox sees -------------------------------------------------------------
     def host_xdg_cache(self) -> Path | None:
-        """The host's XDG cache dir, bound through when it exists (seed item 3)."""
+        """The host's XDG cache dir, bound through when it exists: vLLM's and
+        triton's caches would otherwise fill the 64 MiB --writable-tmpfs."""
         value = self.host_env.get("XDG_CACHE_HOME")
         return Path(value) if value and Path(value).is_dir() else None
 

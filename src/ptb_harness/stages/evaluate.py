@@ -126,14 +126,14 @@ def run_evaluate(
                 env={},
                 pass_names=task.required_api_keys,
                 gpus=gpus,
-                # the cell dir at its own absolute path, wherever it is (seed item 4)
+                # the cell dir at its own absolute path, so metrics.json lands where collect reads it
                 binds=[Bind(cell_dir, str(cell_dir))],
                 hf_home_host=hf_view[0],
                 hf_read_only=hf_view[1],
             )
             attempt_log = attempts_dir / f"attempt-{k}.log"
             if cell.num_gpus:
-                # only processes on this job's GPUs, and in `own` mode only ours (seed item 1)
+                # only processes on this job's GPUs, and in `own` mode only ours: other users' jobs share the node
                 report = reap(
                     gpu_set,
                     site["gpu_reap"],
@@ -224,5 +224,5 @@ def _write_provenance(
             cell_dir / "provenance.json",
             cell_provenance(campaign, cell, solve=solve, gpus=gpu_set.gpus, nvml=nvml, scorer_packages=packages),
         )
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         log.warning("provenance.json not written: %s: %s", type(e).__name__, e)

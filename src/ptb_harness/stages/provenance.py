@@ -94,7 +94,7 @@ def driver_version(nvml: Any | None) -> str | None:
         return None
     try:
         v = nvml.nvmlSystemGetDriverVersion()
-    except Exception:  # noqa: BLE001 - recorded as unknown, never fails the stage
+    except Exception:  # recorded as unknown, never fails the stage
         return None
     return v.decode() if isinstance(v, bytes) else str(v)
 

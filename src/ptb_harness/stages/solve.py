@@ -138,7 +138,7 @@ def prepare_job_dir(tmp_root: Path, cell: Cell, agent: AgentSpec, task: TaskSpec
     """Copy everything the agent may see into a fresh scratch dir.
 
     solve.sh and payload/ are COPIED, so replacing the checkout's files while the cell
-    runs cannot change or kill it (seed item 5).
+    runs cannot change or kill it (a replaced script once killed two 10-hour jobs).
     """
     try:
         job = JobDir(Path(tempfile.mkdtemp(prefix=f"ptb-{cell.slug}-", dir=tmp_root)))
