@@ -25,8 +25,8 @@ from typing import Any
 import pandas as pd
 
 from ptb_harness.campaign.cells import Campaign
-from ptb_harness.results.outcome import cell_outcome, local_liveness
 from ptb_harness.core.records import atomic_write_text
+from ptb_harness.results.outcome import cell_outcome, local_liveness
 
 CELL_COLUMNS = [
     "agent",

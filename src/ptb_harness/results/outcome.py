@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptb_harness.stages.evaluate import check_metrics
 from ptb_harness.core.records import read_json_dict
+from ptb_harness.stages.evaluate import check_metrics
 
 OUTCOMES = ("scored", "agent_failed", "infra_failed", "pending", "running")
 

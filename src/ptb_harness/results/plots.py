@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ptb_harness.campaign.cells import Cell  # noqa: E402
-from ptb_harness.results.collect import AGENT, LEGEND, WEIGHTED, Weights, leaderboard_wide, weights_line  # noqa: E402
 from ptb_harness.core.records import atomic_write_text  # noqa: E402
+from ptb_harness.results.collect import AGENT, LEGEND, WEIGHTED, Weights, leaderboard_wide, weights_line  # noqa: E402
 
 PLOT_NAMES = ("leaderboard.png", "heatmap.png", "time_vs_budget.png")
 _STYLE = (
