@@ -11,12 +11,12 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on a cluster node
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
 
-from ptb_harness.campaign.cells import Cell  # noqa: E402
-from ptb_harness.core.records import atomic_write_text  # noqa: E402
-from ptb_harness.results.collect import AGENT, LEGEND, WEIGHTED, Weights, leaderboard_wide, weights_line  # noqa: E402
+from ptb_harness.campaign.cells import Cell
+from ptb_harness.core.records import atomic_write_text
+from ptb_harness.results.collect import AGENT, LEGEND, WEIGHTED, Weights, leaderboard_wide, weights_line
 
 PLOT_NAMES = ("leaderboard.png", "heatmap.png", "time_vs_budget.png")
 _STYLE = (
