@@ -14,7 +14,7 @@ import time
 import pytest
 from conftest import campaign_config, make_workdir, write_config, write_task
 
-from ptb_harness.stages.evaluate import check_metrics
+from ptb_harness.core.records import check_metrics
 
 pytestmark = pytest.mark.slow
 

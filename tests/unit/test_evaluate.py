@@ -1,6 +1,6 @@
 import pytest
 
-from ptb_harness.stages.evaluate import check_metrics
+from ptb_harness.core.records import check_metrics
 
 
 @pytest.mark.parametrize(

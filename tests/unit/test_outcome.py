@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from ptb_harness.results.outcome import CellRecords, cell_outcome, classify, local_liveness
-from ptb_harness.stages.job import process_start_ticks
+from ptb_harness.runtime.procs import process_start_ticks
 
 SOLVED = {"description": "exited 0", "final_model_files": 3}
 SOLVED_FAILING_AGENT = {"description": "exited 3", "final_model_files": 2}

@@ -7,7 +7,14 @@ import sys
 import time
 from pathlib import Path
 
-from ptb_harness.runtime.procs import pump_timestamped, run_budgeted
+from ptb_harness.runtime.procs import (
+    ProcessResult,
+    describe,
+    process_start_ticks,
+    pump_timestamped,
+    read_proc_stat,
+    run_budgeted,
+)
 
 STAMP = rb"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] "
 
@@ -96,3 +103,31 @@ def test_sigterm_to_the_harness_stops_the_agent_first(tmp_path):
     harness.send_signal(signal.SIGTERM)
     assert harness.wait(timeout=10) == 128 + signal.SIGTERM
     assert not Path(f"/proc/{agent}").exists()
+
+
+def test_proc_stat_reader_copes_with_a_command_name_holding_spaces_and_parens(tmp_path):
+    """The one /proc/PID/stat reader: the name field may hold ') (', so fields are taken
+    after the last ')'; a zombie reads as such; a gone pid reads as None."""
+    exe = tmp_path / "a) b (c"
+    exe.symlink_to("/bin/sleep")
+    child = subprocess.Popen([str(exe), "30"])
+    try:
+        stat = read_proc_stat(child.pid)
+        assert stat is not None and stat.ppid == os.getpid() and not stat.zombie
+        assert stat.start_ticks == process_start_ticks(child.pid) > 0
+        child.kill()
+        deadline = time.time() + 5
+        while not read_proc_stat(child.pid).zombie and time.time() < deadline:
+            time.sleep(0.01)
+        assert read_proc_stat(child.pid).zombie  # killed, not yet waited for
+    finally:
+        child.kill()
+        child.wait()
+    assert read_proc_stat(child.pid) is None
+    assert process_start_ticks(child.pid) is None
+
+
+def test_describe_says_how_a_process_ended():
+    assert describe(ProcessResult("exited", 3, None, 0, 1)) == "exited with code 3"
+    assert describe(ProcessResult("timeout", None, signal.SIGKILL, 0, 1)) == "stopped at its time limit (SIGKILL)"
+    assert describe(ProcessResult("signal", None, signal.SIGSEGV, 0, 1)) == "killed by signal 11 (SIGSEGV)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -85,3 +86,19 @@ def read_json_object(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: must hold a JSON object")
     return data
+
+
+def check_metrics(data: bytes) -> tuple[dict[str, Any] | None, str]:
+    """(metrics, '') when data is a valid metrics.json, else (None, why not)."""
+    try:
+        obj = json.loads(data)
+    except ValueError as e:
+        return None, f"not valid JSON ({e.msg} at byte {e.pos})"
+    if not isinstance(obj, dict):
+        return None, "not a JSON object"
+    acc = obj.get("accuracy")
+    if isinstance(acc, bool) or not isinstance(acc, (int, float)):
+        return None, "no numeric 'accuracy'"
+    if not math.isfinite(acc) or not 0.0 <= acc <= 1.0:
+        return None, f"'accuracy' {acc!r} is outside [0, 1]"
+    return obj, ""

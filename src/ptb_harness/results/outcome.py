@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptb_harness.core.records import read_json_dict
-from ptb_harness.stages.evaluate import check_metrics
+from ptb_harness.core.records import check_metrics, read_json_dict
+from ptb_harness.runtime.procs import process_start_ticks
 
 OUTCOMES = ("scored", "agent_failed", "infra_failed", "pending", "running")
 
@@ -127,8 +127,6 @@ def local_liveness(slurm_jobs: Callable[[], set[str] | None] = lambda: None) -> 
     """Liveness from this host's /proc (same host: the pid and its start time) and, for
     records of Slurm jobs, the job ids Slurm still has (`slurm_jobs`, asked at most once,
     and only when a record names a Slurm job)."""
-    from ptb_harness.stages.job import process_start_ticks
-
     here = socket.gethostname()
     asked: list[set[str] | None] = []
 

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,6 +44,16 @@ class ProcessResult:
     @property
     def duration_s(self) -> float:
         return self.ended_at - self.started_at
+
+
+def describe(result: ProcessResult) -> str:
+    """How the process ended, in words: for records and logs."""
+    if result.status == "exited":
+        return f"exited with code {result.exit_code}"
+    name = signal.Signals(result.signal).name if result.signal else "?"
+    if result.status == "timeout":
+        return f"stopped at its time limit ({name})"
+    return f"killed by signal {result.signal} ({name})"
 
 
 def utc_stamp(t: float | None = None) -> str:
@@ -98,25 +108,56 @@ def pump_timestamped(src: BinaryIO, dst: BinaryIO) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of /proc/PID/stat the harness uses."""
+
+    pid: int
+    state: str  # R, S, D, Z (zombie), T, ...
+    ppid: int
+    start_ticks: int  # start time in clock ticks since boot (tells a pid from its reuse)
+
+    @property
+    def zombie(self) -> bool:
+        return self.state == "Z"
+
+
+def read_proc_stat(pid: int | str) -> ProcStat | None:
+    """/proc/PID/stat, parsed; None when the process is gone or /proc does not show it.
+
+    The one reader of that file in the harness: the command name (field 2) may hold
+    spaces and ')', so the fields are split after the last ')'.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    try:
+        return ProcStat(int(pid), fields[0].decode(), int(fields[1]), int(fields[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (tells a pid from its reuse)."""
+    stat = read_proc_stat(pid)
+    return stat.start_ticks if stat is not None else None
+
+
 def _children_of(pid: int) -> list[int]:
     """PIDs whose parent is ``pid`` (from /proc; empty where /proc is absent)."""
-    kids = []
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return kids
+        return []
+    kids = []
     for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # the command name (field 2) may hold spaces and ')': parse after the last ')'
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and int(fields[1]) == pid:
-            kids.append(int(name))
+        if name.isdigit():
+            stat = read_proc_stat(name)
+            if stat is not None and stat.ppid == pid:
+                kids.append(stat.pid)
     return kids
 
 
@@ -132,6 +173,37 @@ def _group_alive(pgid: int) -> bool:
     return _signal_group(pgid, 0)
 
 
+def _group_gone_within(pgid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while _group_alive(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _exits_within(proc: subprocess.Popen) -> Callable[[float], bool]:
+    def wait(timeout: float) -> bool:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    return wait
+
+
+def term_then_kill(pgid: int, grace_s: float, gone_within: Callable[[float], bool]) -> int:
+    """The one stop sequence: SIGTERM to the process group, up to ``grace_s`` for it to
+    go (``gone_within(timeout)`` says whether it did), then SIGKILL. Returns the last
+    signal sent."""
+    _signal_group(pgid, signal.SIGTERM)
+    if gone_within(grace_s):
+        return signal.SIGTERM
+    _signal_group(pgid, signal.SIGKILL)
+    return signal.SIGKILL
+
+
 def stop_leftovers(pgid: int, grace_s: float, exclude: Sequence[int] = ()) -> list[int]:
     """Stop what the finished child left behind: its process group, then orphans
     re-parented to us. Only processes descended from our child can be in either set.
@@ -140,13 +212,8 @@ def stop_leftovers(pgid: int, grace_s: float, exclude: Sequence[int] = ()) -> li
     """
     signalled: list[int] = []
     if _group_alive(pgid):
-        _signal_group(pgid, signal.SIGTERM)
         signalled.append(-pgid)
-        deadline = time.monotonic() + grace_s
-        while _group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _group_alive(pgid):
-            _signal_group(pgid, signal.SIGKILL)
+        term_then_kill(pgid, grace_s, lambda timeout: _group_gone_within(pgid, timeout))
     me = os.getpid()
     for _ in range(50):  # orphans may fork while we kill: repeat until none is left
         orphans = [p for p in _children_of(me) if p not in exclude]
@@ -222,22 +289,12 @@ def run_budgeted(
             proc.wait(timeout=budget_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _signal_group(pgid, signal.SIGTERM)
-            final_signal = signal.SIGTERM
-            try:
-                proc.wait(timeout=kill_grace_s)
-            except subprocess.TimeoutExpired:
-                _signal_group(pgid, signal.SIGKILL)
-                final_signal = signal.SIGKILL
-                proc.wait()
+            final_signal = term_then_kill(pgid, kill_grace_s, _exits_within(proc))
+            proc.wait()
     except _Terminated as e:
         interrupted = e
-        _signal_group(pgid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=kill_grace_s)
-        except subprocess.TimeoutExpired:
-            _signal_group(pgid, signal.SIGKILL)
-            proc.wait()
+        term_then_kill(pgid, kill_grace_s, _exits_within(proc))
+        proc.wait()
     finally:
         for s, h in previous.items():
             signal.signal(s, h)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import shutil
 import tempfile
@@ -24,35 +23,16 @@ from typing import Any
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.campaign.tasks import TaskSpec, load_task
 from ptb_harness.core.errors import HarnessError
-from ptb_harness.core.records import atomic_write_bytes, atomic_write_json, read_json_dict
+from ptb_harness.core.records import atomic_write_bytes, atomic_write_json, check_metrics, read_json_dict
 from ptb_harness.gpu import job_gpu_set, load_nvml, reap
 from ptb_harness.gpu.monitor import GpuMonitor
 from ptb_harness.runtime.hf_cache import hf_cache_view
-from ptb_harness.runtime.procs import iso_utc, run_budgeted, utc_stamp
+from ptb_harness.runtime.procs import describe, iso_utc, run_budgeted, utc_stamp
 from ptb_harness.runtime.sandbox import Bind, Sandbox
 from ptb_harness.runtime.snapshot import provenance
 from ptb_harness.stages.provenance import cell_provenance, scorer_versions, versions_command
-from ptb_harness.stages.solve import describe
 
 log = logging.getLogger("ptb_harness.stages.evaluate")
-
-
-def check_metrics(data: bytes) -> tuple[dict[str, Any] | None, str]:
-    """(metrics, '') when data is a valid metrics.json, else (None, why not)."""
-    import json
-
-    try:
-        obj = json.loads(data)
-    except ValueError as e:
-        return None, f"not valid JSON ({e.msg} at byte {e.pos})"
-    if not isinstance(obj, dict):
-        return None, "not a JSON object"
-    acc = obj.get("accuracy")
-    if isinstance(acc, bool) or not isinstance(acc, (int, float)):
-        return None, "no numeric 'accuracy'"
-    if not math.isfinite(acc) or not 0.0 <= acc <= 1.0:
-        return None, f"'accuracy' {acc!r} is outside [0, 1]"
-    return obj, ""
 
 
 def evaluate_argv(task: TaskSpec, model: Path, out: Path, max_tokens: int | None) -> list[str]:

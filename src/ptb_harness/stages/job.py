@@ -26,19 +26,10 @@ from typing import Any
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_json, read_json_dict
-from ptb_harness.runtime.procs import iso_utc
+from ptb_harness.runtime.procs import iso_utc, process_start_ticks
 from ptb_harness.runtime.scheduler import scheduler_job
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (tells a pid from its reuse)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 def _write_state(path: Path | None, state: dict[str, Any]) -> None:

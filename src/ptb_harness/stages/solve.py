@@ -13,7 +13,6 @@ import hashlib
 import logging
 import os
 import shutil
-import signal
 import socket
 import string
 import tempfile
@@ -31,7 +30,7 @@ from ptb_harness.core.records import atomic_write_json, atomic_write_text
 from ptb_harness.gpu import GpuSet, job_gpu_set, load_nvml
 from ptb_harness.gpu.monitor import GpuMonitor
 from ptb_harness.runtime.hf_cache import hf_cache_view
-from ptb_harness.runtime.procs import ProcessResult, iso_utc, run_budgeted
+from ptb_harness.runtime.procs import describe, iso_utc, run_budgeted
 from ptb_harness.runtime.sandbox import Bind, Launch, Sandbox
 from ptb_harness.runtime.scheduler import scheduler_job
 from ptb_harness.runtime.snapshot import provenance
@@ -237,15 +236,6 @@ def _move_tree(src: Path, dst: Path) -> None:
         except OSError:
             pass
     shutil.copytree(src.resolve(), dst, symlinks=False)
-
-
-def describe(result: ProcessResult) -> str:
-    if result.status == "exited":
-        return f"exited with code {result.exit_code}"
-    name = signal.Signals(result.signal).name if result.signal else "?"
-    if result.status == "timeout":
-        return f"stopped at its time limit ({name})"
-    return f"killed by signal {result.signal} ({name})"
 
 
 def run_solve(
