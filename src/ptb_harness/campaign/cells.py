@@ -41,6 +41,8 @@ CAMPAIGN_KEYS = frozenset(
         "evaluate",
         "paths",
         "name",
+        "grader",
+        "judge",
     }
 )
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, check_campaign, load_campaign_file
+from ptb_harness.campaign.graders import check_grader_keys
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.records import read_yaml_mapping
 
@@ -67,6 +68,7 @@ def load_config(
     merge_campaign_file(config)
     validate_schema(config, schema)
     campaign = check_campaign(config, Path(workdir).resolve())
+    check_grader_keys(config, campaign.agents_dir, campaign.tasks_dir)
     if for_run:
         check_writable_dir(campaign.results_dir, "paths.results_dir")
     return campaign

@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.graders import endpoint_for, task_uses_grader
 from ptb_harness.campaign.tasks import TaskSpec, load_task
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_bytes, atomic_write_json, check_metrics, read_json_dict
 from ptb_harness.gpu import job_gpu_set, load_nvml, reap
 from ptb_harness.gpu.monitor import GpuMonitor
+from ptb_harness.graders.client import GRADER_ENV, grader_failure
 from ptb_harness.runtime.hf_cache import hf_cache_view
 from ptb_harness.runtime.procs import describe, iso_utc, run_budgeted, utc_stamp
 from ptb_harness.runtime.sandbox import Bind, Sandbox
@@ -79,6 +81,12 @@ def run_evaluate(
     timeout_min = task.attempt_timeout_minutes or campaign.config["evaluate"]["attempt_timeout_minutes"]
     site = campaign.config["site"]
     tmp_root = Path(site["tmp_root"] or tempfile.gettempdir())
+    # a graded task's scorer gets the grader endpoint (no secret) and its key variable by name
+    grader_env, grader_keys = {}, []
+    if task_uses_grader(task.dir):
+        endpoint = endpoint_for(campaign.config, "grader")
+        grader_env = {GRADER_ENV: endpoint.to_env()}
+        grader_keys = [endpoint.api_key_env] if endpoint.api_key_env else []
     attempts_dir = cell_dir / "evaluate" / utc_stamp(started).replace(":", "")
     attempts_dir.mkdir(parents=True, exist_ok=True)
     # The scorer runs in a scratch copy of the task: evaluate.py may write next to itself,
@@ -103,8 +111,8 @@ def run_evaluate(
                 job_home=home,
                 job_tmp=tmp,
                 workdir="task",
-                env={},
-                pass_names=task.required_api_keys,
+                env=grader_env,
+                pass_names=[*task.required_api_keys, *grader_keys],
                 gpus=gpus,
                 # the cell dir at its own absolute path, so metrics.json lands where collect reads it
                 binds=[Bind(cell_dir, str(cell_dir))],
@@ -141,6 +149,8 @@ def run_evaluate(
             data = out.read_bytes() if out.is_file() else None
             out.unlink(missing_ok=True)
             metrics, why = check_metrics(data) if data is not None else (None, "wrote no metrics file")
+            if metrics is None:
+                why = grader_failure(attempt_log) or why
             entry = {
                 "attempt": k,
                 "max_tokens": cap,

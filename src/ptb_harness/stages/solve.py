@@ -24,6 +24,7 @@ from pathlib import Path
 from ptb_harness import __version__
 from ptb_harness.campaign.agents import AgentSpec, allowed_env_names, load_agent
 from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.graders import grader_key_names
 from ptb_harness.campaign.tasks import TaskSpec, load_task
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_json, atomic_write_text
@@ -179,7 +180,10 @@ def agent_variables(
         "MODEL_TO_TRAIN": campaign.model_source(cell.model),
         "AGENT_CONFIG": campaign.agent_config(cell.agent),
     }
-    names = allowed_env_names(agent, task.required_api_keys)
+    # grader and judge keys never reach an agent (the config check refuses such a
+    # campaign; this keeps it so for any caller)
+    grader_keys = grader_key_names(campaign.config)
+    names = [n for n in allowed_env_names(agent, task.required_api_keys) if n not in grader_keys]
     return variables, names
 
 
