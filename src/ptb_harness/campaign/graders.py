@@ -29,12 +29,14 @@ def endpoint_for(config: dict[str, Any], role: Role) -> Endpoint:
         raise ConfigError(str(e)) from None
 
 
-def grader_key_names(config: dict[str, Any]) -> set[str]:
-    """Names of the variables that hold grader/judge keys: never an agent's."""
-    names = {endpoint_for(config, "grader").api_key_env}
+def grader_key_names(config: dict[str, Any]) -> dict[str, str]:
+    """Variable name -> the config key that names it, for the variables that hold grader
+    and judge keys: never an agent's."""
+    names = {}
     if config["judge"]["enabled"]:
-        names.add(endpoint_for(config, "judge").api_key_env)
-    return {n for n in names if n}
+        names[endpoint_for(config, "judge").api_key_env] = "judge.endpoint.api_key_env"
+    names[endpoint_for(config, "grader").api_key_env] = "grader.api_key_env"
+    return {n: key for n, key in names.items() if n}
 
 
 def task_uses_grader(task_dir: Path) -> bool:
@@ -56,10 +58,10 @@ def check_grader_keys(config: dict[str, Any], agents_dir: Path, tasks_dir: Path)
     for agent_name in config["agents"]:
         agent = load_agent(Path(agents_dir) / agent_name)
         for task, required in task_keys.items():
-            leaked = sorted(keys & set(allowed_env_names(agent, required)))
+            leaked = sorted(set(keys) & set(allowed_env_names(agent, required)))
             if leaked:
                 raise ConfigError(
-                    f"grader.api_key_env: {leaked[0]} would reach agent {agent_name} in task {task} "
+                    f"{keys[leaked[0]]}: {leaked[0]} would reach agent {agent_name} in task {task} "
                     "(its api_keys.json, env_passthrough.txt or the task's required_api_keys); "
                     "give the grader and judge a variable of their own, e.g. PTB_GRADER_API_KEY"
                 )
