@@ -11,6 +11,9 @@ ptb-harness status [--workdir D] [--profile P] [--campaign FILE] [--json | --tar
     dirs without building the Snakemake DAG.
 ptb-harness parse-trace RAW OUT
     Turn a raw agent trace into a readable transcript.
+ptb-harness setup-agents [--workdir D] [--profile P] [--prefix DIR] [--force]
+    Install the pinned agent CLIs (agents/cli/package-lock.json) with npm into the
+    prefix the `none` runtime puts on the agent's PATH (cached: a second run does nothing).
 """
 
 from __future__ import annotations
@@ -116,6 +119,21 @@ def _parse_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setup_agents(args: argparse.Namespace) -> int:
+    from ptb_harness.core.records import read_yaml_mapping
+    from ptb_harness.runtime.agent_cli import install
+
+    workdir = Path(args.workdir).resolve()
+    prefix = args.prefix
+    if prefix is None and args.profile and (Path(args.profile) / "site.yaml").is_file():
+        prefix = (read_yaml_mapping(Path(args.profile) / "site.yaml", "profile").get("site") or {}).get(
+            "agent_cli_prefix"
+        )
+    prefix_path = workdir / (prefix or "resources/agent-cli")
+    print(install(workdir / "agents" / "cli", prefix_path, force=args.force))
+    return 0
+
+
 def _run(argv: list[str]) -> int:
     """`ptb-harness run [--workdir D] SNAKEMAKE_ARGS...`: Snakemake from a frozen snapshot."""
     from ptb_harness.runtime.snapshot import GIT_ENV, git_state, make_snapshot
@@ -176,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task-dir", help="the task's dir: its required API keys are secrets")
     p.add_argument("--raw-only", action="store_true", help="copy verbatim (still sanitized) instead of parsing")
     p.set_defaults(func=_parse_trace)
+    p = sub.add_parser("setup-agents", help="install the pinned agent CLIs with npm (cached)")
+    p.add_argument("--workdir", default=".", help="the checkout whose agents/cli lock is installed (default: .)")
+    p.add_argument("--profile", help="profile dir whose site.agent_cli_prefix is the prefix")
+    p.add_argument("--prefix", help="install here instead (default: site.agent_cli_prefix, else resources/agent-cli)")
+    p.add_argument("--force", action="store_true", help="reinstall even when the lock's install is present")
+    p.set_defaults(func=_setup_agents)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

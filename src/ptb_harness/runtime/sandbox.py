@@ -145,8 +145,13 @@ class Sandbox:
         visible = sorted(inner)
         if self.runtime == "none":
             path = self.host_env.get("PATH", os.defpath)
-            # no image: the sandbox's `python` is the harness's interpreter
-            inner["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), path])
+            # no image: the sandbox's `python` is the harness's interpreter, and the
+            # pinned agent CLIs (`ptb-harness setup-agents`) come before the host's
+            dirs = [str(Path(sys.executable).parent), path]
+            if role == "agent":
+                prefix = Path(self.site.get("agent_cli_prefix") or "resources/agent-cli").resolve()
+                dirs.insert(0, str(prefix / "node_modules" / ".bin"))
+            inner["PATH"] = os.pathsep.join(dirs)
             return Launch(list(command), inner, job_home / workdir, sorted(inner))
         return self._apptainer(
             role, command, job_home, job_tmp, workdir, inner, gpus, binds, hf_home_host, hf_read_only, visible

@@ -1,0 +1,1 @@
+"""Wire-protocol plug-ins of the scripted model server (a test stand-in): see scripted_server.py."""
