@@ -255,7 +255,9 @@ def bench_trace(tmp: Path, quick: bool) -> None:
 
 
 def bench_gpu(tmp: Path, quick: bool) -> None:
-    from ptb_harness.gpu import list_gpus, load_nvml, time_reap_decision
+    from gpu_timing import time_reap_decision
+
+    from ptb_harness.gpu.nvml import list_gpus, load_nvml
 
     nvml = load_nvml()
     if nvml is None or not shutil.which("nvidia-smi"):

@@ -79,11 +79,13 @@ def _doctor(args: argparse.Namespace) -> int:
 def _reap(args: argparse.Namespace) -> int:
     import logging
 
-    from ptb_harness.gpu import reap, resolve_gpu_set
+    from ptb_harness.gpu.cellset import resolve_gpu_set
+    from ptb_harness.gpu.reap import ReapPolicy, reap
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    policy = ReapPolicy(args.mode, args.scope, args.wait)
     gpu_set = resolve_gpu_set(os.environ, args.gpus)
-    report = reap(gpu_set, args.mode, scope=args.scope, dry_run=args.dry_run, wait_s=args.wait)
+    report = reap(gpu_set, policy, dry_run=args.dry_run)
     if report.note:
         print(f"reap {args.mode}: {report.note}")
         return 0

@@ -118,7 +118,10 @@ def main() -> int:
     args = ap.parse_args()
     import pynvml
 
-    from ptb_harness.gpu import list_gpus, list_processes, load_nvml, time_reap_decision
+    sys.path.insert(0, str(REPO / "bench"))
+    from gpu_timing import time_reap_decision
+
+    from ptb_harness.gpu.nvml import list_gpus, list_processes, load_nvml
 
     nvml = load_nvml()
     if nvml is None:

@@ -13,18 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ptb_harness.core.errors import HarnessError
-from ptb_harness.gpu import (
-    GpuProcess,
-    GpuRequest,
-    GpuSet,
-    choose_victims,
-    list_gpus,
-    reap,
-    requested_gpus,
-    resolve_gpu_set,
-    resolve_ids,
-)
+from ptb_harness.gpu.cellset import GpuSet, resolve_gpu_set, resolve_ids
+from ptb_harness.gpu.ids import GpuRequest, requested_gpus
+from ptb_harness.gpu.lease import lease_gpus
 from ptb_harness.gpu.monitor import GpuMonitor
+from ptb_harness.gpu.nvml import GpuProcess, list_gpus
+from ptb_harness.gpu.reap import ReapHost, ReapPolicy, choose_victims, reap
 from ptb_harness.stages.preflight import verdict
 
 
@@ -173,7 +167,7 @@ def test_no_driver_means_no_gpus():
     # this machine has no NVIDIA driver: the real loader finds none
     gs = resolve_gpu_set({"CUDA_VISIBLE_DEVICES": "0"})
     assert gs.driver is False and gs.gpus == () and gs.sandbox_ids() == ["0"]
-    assert reap(gs, "own").note == "no NVIDIA driver: nothing to reap"
+    assert reap(gs, ReapPolicy("own")).note == "no NVIDIA driver: nothing to reap"
 
 
 # -- choosing victims: examples and a property over thousands of scenarios -------------------
@@ -257,8 +251,9 @@ def test_reap_own_kills_only_mine_on_my_gpus_and_waits_until_gone(caplog):
         killed.append(pid)
         nvml.kill(pid, sig)
 
+    host = ReapHost(nvml=nvml, uid=1000, kill=kill, owner=owners(table))
     with caplog.at_level(logging.INFO, logger="ptb_harness.gpu"):
-        report = reap(gpu_set(nvml, ["0"]), "own", nvml=nvml, my_uid=1000, kill=kill, owner=owners(table), wait_s=2)
+        report = reap(gpu_set(nvml, ["0"]), ReapPolicy("own", wait_seconds=2), host=host)
     assert killed == [100] and report.survivors == []
     assert set(nvml.devices[0].processes) == {101} and set(nvml.devices[1].processes) == {200}
     line = next(r.getMessage() for r in caplog.records if "reap killed" in r.getMessage())
@@ -271,19 +266,10 @@ def test_reap_all_dry_run_and_none():
     nvml.devices[2].processes.update({300: 1, 301: 1})
     table = {300: (0, "root", "a"), 301: (1001, "them", "b")}
     killed = []
-    report = reap(
-        gpu_set(nvml, ["CUDA2"]),
-        "all",
-        nvml=nvml,
-        my_uid=1000,
-        kill=lambda p, s: killed.append(p),
-        owner=owners(table),
-        dry_run=True,
-    )
+    host = ReapHost(nvml=nvml, uid=1000, kill=lambda p, s: killed.append(p), owner=owners(table))
+    report = reap(gpu_set(nvml, ["CUDA2"]), ReapPolicy("all"), dry_run=True, host=host)
     assert [v.pid for v in report.victims] == [300, 301] and killed == []
-    assert reap(gpu_set(nvml, ["2"]), "none", nvml=nvml, kill=lambda p, s: killed.append(p)).note.startswith(
-        "reap mode none"
-    )
+    assert reap(gpu_set(nvml, ["2"]), ReapPolicy("none"), host=host).note.startswith("reap mode none")
     assert killed == []
 
 
@@ -292,30 +278,109 @@ def test_reap_all_refuses_an_unknown_gpu_set_unless_node_scope():
     nvml.devices[0].processes.update({100: 1})
     unknown = GpuSet(GpuRequest("none set", None), (), driver=True)
     with pytest.raises(HarnessError, match="gpu_scope: node"):
-        reap(unknown, "all", nvml=nvml, kill=lambda p, s: None)
+        reap(unknown, ReapPolicy("all"), host=ReapHost(nvml=nvml, kill=lambda p, s: None))
     killed = []
-    reap(
-        unknown, "all", scope="node", nvml=nvml, kill=lambda p, s: killed.append(p) or nvml.kill(p, s), owner=owners({})
-    )
+    host = ReapHost(nvml=nvml, kill=lambda p, s: killed.append(p) or nvml.kill(p, s), owner=owners({}))
+    reap(unknown, ReapPolicy("all", scope="node"), host=host)
     assert killed == [100]
-    # own mode with an unknown set touches nothing
-    assert reap(unknown, "own", nvml=nvml, kill=lambda p, s: killed.append(p)).victims == []
+
+
+def test_own_mode_with_an_unknown_gpu_set_touches_no_gpu_of_the_node():
+    """No scheduler variable names the cell's GPUs: `own` must not widen to the node's
+    GPUs, where the same user may run other jobs. Our own processes sit on every card
+    and stay there (the kill stand-in would remove them), so a fallback to every GPU
+    shows as kills, victims and emptied cards."""
+    nvml = nvml3()
+    for d, pid in zip(nvml.devices, (100, 200, 300), strict=True):
+        d.processes[pid] = 1 << 30
+    table = {pid: (1000, "me", "python other_job.py") for pid in (100, 200, 300)}
+    killed = []
+    host = ReapHost(nvml=nvml, uid=1000, kill=lambda p, s: killed.append(p) or nvml.kill(p, s), owner=owners(table))
+    unknown = GpuSet(GpuRequest("none set", None), (), driver=True)
+    for dry_run in (True, False):
+        report = reap(unknown, ReapPolicy("own"), dry_run=dry_run, host=host)
+        assert report.victims == [] and report.scope == [] and killed == []
+        assert "no GPUs" in report.note
+    assert [set(d.processes) for d in nvml.devices] == [{100}, {200}, {300}]
 
 
 def test_reap_reports_processes_that_do_not_leave():
     nvml = nvml3()
     nvml.devices[0].processes.update({100: 1})
-    report = reap(
-        gpu_set(nvml, ["0"]),
-        "own",
-        nvml=nvml,
-        my_uid=5,
-        kill=lambda p, s: None,
-        owner=owners({100: (5, "me", "z")}),
-        wait_s=0.3,
-        poll_s=0.05,
-    )
+    host = ReapHost(nvml=nvml, uid=5, kill=lambda p, s: None, owner=owners({100: (5, "me", "z")}), poll_s=0.05)
+    report = reap(gpu_set(nvml, ["0"]), ReapPolicy("own", wait_seconds=0.3), host=host)
     assert report.killed == [100] and report.survivors == [100]
+
+
+@pytest.mark.parametrize("mode", ["kill", "OWN", "", "own ", "al"])
+def test_an_unknown_reap_mode_is_an_error_even_with_no_process_on_the_gpu(mode):
+    nvml = nvml3()  # no process anywhere
+    with pytest.raises(HarnessError, match="unknown reap mode"):
+        ReapPolicy(mode)
+    with pytest.raises(HarnessError, match="unknown reap mode"):
+        choose_victims([], [U0], mode, 1000)
+    with pytest.raises(HarnessError, match="unknown reap mode"):
+        choose_victims([proc(10, U1, 1000)], [U0], mode, 1000)  # nothing in scope either
+    bare = object.__new__(ReapPolicy)  # a policy that skipped its own check
+    object.__setattr__(bare, "mode", mode)
+    object.__setattr__(bare, "scope", "cell")
+    object.__setattr__(bare, "wait_seconds", 1.0)
+    with pytest.raises(HarnessError, match="unknown reap mode"):
+        reap(gpu_set(nvml, ["0"]), bare, host=ReapHost(nvml=nvml, kill=lambda p, s: None))
+
+
+@settings(max_examples=300, deadline=None)
+@given(mode=st.text(max_size=8), scenario=scenarios())
+def test_choose_victims_accepts_only_the_three_modes(mode, scenario):
+    procs, scope, _, my_uid, protected = scenario
+    if mode in ("none", "own", "all"):
+        choose_victims(procs, scope, mode, my_uid, protected)
+    else:
+        with pytest.raises(HarnessError, match="unknown reap mode"):
+            choose_victims(procs, scope, mode, my_uid, protected)
+
+
+def test_reap_policy_rejects_an_unknown_scope_or_a_negative_wait():
+    with pytest.raises(HarnessError, match="unknown GPU scope"):
+        ReapPolicy("own", scope="rack")
+    with pytest.raises(HarnessError, match="wait_seconds"):
+        ReapPolicy("own", wait_seconds=-1)
+
+
+def test_the_harness_never_calls_nvidia_smi():
+    """Reaping goes through NVML; an `nvidia-smi` spawn (as upstream's reaper did) may
+    appear in comments and docstrings only. Reads the code's tokens, not its text."""
+    from pathlib import Path
+
+    import ptb_harness
+
+    assert _nvidia_smi_in_code(Path(ptb_harness.__file__).parent) == []
+
+
+def _nvidia_smi_in_code(root):
+    """`file:line` of every string in code (not a docstring, not a comment) naming nvidia-smi."""
+    import io
+    import tokenize
+
+    statement_start = (tokenize.INDENT, tokenize.DEDENT, tokenize.NEWLINE, tokenize.NL, tokenize.ENCODING)
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tokens = list(tokenize.generate_tokens(io.StringIO(path.read_text()).readline))
+        for i, tok in enumerate(tokens):
+            if tok.type != tokenize.STRING or "nvidia-smi" not in tok.string.lower():
+                continue
+            alone = (i == 0 or tokens[i - 1].type in statement_start) and tokens[i + 1].type == tokenize.NEWLINE
+            if not alone:  # a string that is a whole statement is a docstring
+                found.append(f"{path.name}:{tok.start[0]}")
+    return found
+
+
+def test_the_nvidia_smi_check_finds_a_call(tmp_path):
+    (tmp_path / "m.py").write_text(
+        '"""Docs may say nvidia-smi."""\n# so may comments: nvidia-smi\nimport subprocess\n\n\n'
+        'def f():\n    """nvidia-smi in a docstring"""\n    subprocess.run(["nvidia-smi", "-L"])\n'
+    )
+    assert _nvidia_smi_in_code(tmp_path) == ["m.py:8"]
 
 
 # -- monitor and preflight ---------------------------------------------------------------------
@@ -359,8 +424,6 @@ def test_leases_give_each_job_its_own_card_and_free_them_when_the_holder_dies(tm
     import subprocess
     import sys
 
-    from ptb_harness.gpu import lease_gpus
-
     with lease_gpus(["0", "1"], 1, tmp_path) as first, lease_gpus(["0", "1"], 1, tmp_path) as second:
         assert first == ["0"] and second == ["1"]
         with (
@@ -372,7 +435,7 @@ def test_leases_give_each_job_its_own_card_and_free_them_when_the_holder_dies(tm
         assert both == ["0", "1"]
 
     code = (
-        "import pathlib, time\nfrom ptb_harness.gpu import lease_gpus\n"
+        "import pathlib, time\nfrom ptb_harness.gpu.lease import lease_gpus\n"
         f"with lease_gpus(['0'], 1, pathlib.Path('{tmp_path}')):\n    print('held', flush=True); time.sleep(600)"
     )
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -386,7 +449,5 @@ def test_leases_give_each_job_its_own_card_and_free_them_when_the_holder_dies(tm
 
 
 def test_pool_smaller_than_the_cell_is_an_error(tmp_path):
-    from ptb_harness.gpu import lease_gpus
-
     with pytest.raises(HarnessError, match="gpu_pool has 1 GPU"), lease_gpus(["0"], 2, tmp_path):
         pass

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.gpu import Gpu, _handle, list_processes
+from ptb_harness.gpu.nvml import Gpu, device_handle, list_processes
 from ptb_harness.runtime.procs import iso_utc
 
 COLUMNS = [
@@ -32,7 +32,7 @@ def sample(nvml: Any, gpus: Sequence[Gpu], stage: str) -> list[dict[str, Any]]:
     now = iso_utc(time.time())
     procs = list_processes(nvml, gpus, owner=lambda pid: (None, "?", "?"))
     for g in gpus:
-        h = _handle(nvml, g)
+        h = device_handle(nvml, g)
         mem = nvml.nvmlDeviceGetMemoryInfo(h)
         try:
             util = nvml.nvmlDeviceGetUtilizationRates(h).gpu

@@ -25,8 +25,10 @@ from ptb_harness.campaign.graders import endpoint_for, task_uses_grader
 from ptb_harness.campaign.tasks import TaskSpec, load_task
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_bytes, atomic_write_json, check_metrics, read_json_dict
-from ptb_harness.gpu import job_gpu_set, load_nvml, reap
+from ptb_harness.gpu.cellset import GpuAssignment, job_gpu_set
 from ptb_harness.gpu.monitor import GpuMonitor
+from ptb_harness.gpu.nvml import load_nvml
+from ptb_harness.gpu.reap import ReapHost, ReapPolicy, reap
 from ptb_harness.graders.client import GRADER_ENV, grader_failure
 from ptb_harness.runtime.hf_cache import hf_cache_view
 from ptb_harness.runtime.procs import describe, iso_utc, run_budgeted, utc_stamp
@@ -96,7 +98,9 @@ def run_evaluate(
     sandbox = Sandbox(site, host_env)
     nvml = load_nvml()
     try:
-        gpu_set = stack.enter_context(job_gpu_set(cell.num_gpus, site, host_env, nvml))
+        assignment = GpuAssignment(site.get("gpu_ids"), site.get("gpu_pool"), site.get("gpu_lock_dir"))
+        gpu_set = stack.enter_context(job_gpu_set(cell.num_gpus, assignment, host_env, nvml))
+        reap_policy = ReapPolicy(site["gpu_reap"], site["gpu_scope"], float(site["reap_wait_seconds"]))
         gpus = gpu_set.sandbox_ids()
         home, tmp = work / "home", work / "tmp"
         shutil.copytree(task.dir, home / "task", symlinks=False)
@@ -122,13 +126,7 @@ def run_evaluate(
             attempt_log = attempts_dir / f"attempt-{k}.log"
             if cell.num_gpus:
                 # only processes on this job's GPUs, and in `own` mode only ours: other users' jobs share the node
-                report = reap(
-                    gpu_set,
-                    site["gpu_reap"],
-                    scope=site["gpu_scope"],
-                    nvml=nvml,
-                    wait_s=float(site["reap_wait_seconds"]),
-                )
+                report = reap(gpu_set, reap_policy, host=ReapHost(nvml=nvml))
                 log.info(
                     "GPU reap before attempt %d (%s): %s",
                     k,

@@ -28,8 +28,9 @@ from ptb_harness.campaign.graders import grader_key_names
 from ptb_harness.campaign.tasks import TaskSpec, load_task
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_json, atomic_write_text
-from ptb_harness.gpu import GpuSet, job_gpu_set, load_nvml
+from ptb_harness.gpu.cellset import GpuAssignment, GpuSet, job_gpu_set
 from ptb_harness.gpu.monitor import GpuMonitor
+from ptb_harness.gpu.nvml import load_nvml
 from ptb_harness.runtime.hf_cache import hf_cache_view
 from ptb_harness.runtime.procs import describe, iso_utc, run_budgeted
 from ptb_harness.runtime.sandbox import Bind, Launch, Sandbox
@@ -263,7 +264,8 @@ def run_solve(
     model_source = campaign.model_source(cell.model)
     nvml = load_nvml()
     held = contextlib.ExitStack()  # the job's GPUs (leased on machines without a scheduler)
-    gpu_set = held.enter_context(job_gpu_set(cell.num_gpus, site, host_env, nvml))
+    assignment = GpuAssignment(site.get("gpu_ids"), site.get("gpu_pool"), site.get("gpu_lock_dir"))
+    gpu_set = held.enter_context(job_gpu_set(cell.num_gpus, assignment, host_env, nvml))
     gpus = gpu_set.sandbox_ids()
     gpu_info = ", ".join(f"{g.name} {g.uuid}" for g in gpu_set.gpus) or ", ".join(gpus) or "no GPU"
     prompt = render_prompt(campaign, cell, task, model_source, gpu_info)
