@@ -116,6 +116,10 @@ def _parse_trace(args: argparse.Namespace) -> int:
         secrets=secrets_from_env(names, os.environ),
         raw_only=raw_only,
     )
+    if args.usage:
+        from ptb_harness.core.records import atomic_write_json
+
+        atomic_write_json(Path(args.usage), stats.usage)
     # one line for the harness's log, however many lines could not be parsed
     print(stats.summary(), file=sys.stderr)
     return 0
@@ -195,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--task-dir", help="the task's dir: its required API keys are secrets")
     p.add_argument("--raw-only", action="store_true", help="copy verbatim (still sanitized) instead of parsing")
+    p.add_argument(
+        "--usage", help="also write usage.json here (tokens, cost, turns, tool calls, resumes; null = unknown)"
+    )
     p.set_defaults(func=_parse_trace)
     p = sub.add_parser("setup-agents", help="install the pinned agent CLIs with npm (cached)")
     p.add_argument("--workdir", default=".", help="the checkout whose agents/cli lock is installed (default: .)")

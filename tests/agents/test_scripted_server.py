@@ -12,7 +12,7 @@ PLAN = [
     {
         "shell": "cp -r $MODEL_TO_TRAIN final_model",
         "usage": {"input_tokens": 10, "output_tokens": 2, "cached_tokens": 4},
-    },  # noqa: E501
+    },
     {"text": "done", "usage": {"input_tokens": 20, "output_tokens": 3, "cached_tokens": 5}},
 ]
 

@@ -59,3 +59,8 @@ def base_model_input(wildcards):
     """A local base model is an input of solve, so a rule can build it (the demo's does)."""
     model = CAMPAIGN.models[wildcards.model]
     return {"base_model": model.path} if model.path is not None else {}
+
+
+def agent_dir(wildcards):
+    """The agent directory of the campaign entry named by the agent wildcard."""
+    return str(CAMPAIGN.agent_dir(wildcards.agent))

@@ -9,6 +9,7 @@ rule parse_trace:
         parsed=f"{CELL}/solve_parsed.txt",
         raw_sanitized=f"{CELL}/solve_out_sanitized.txt",
         parsed_sanitized=f"{CELL}/solve_parsed_sanitized.txt",
+        usage=f"{CELL}/usage.json",
     log:
         f"{CELL}/logs/parse_trace.log",
     localrule: True
@@ -16,10 +17,11 @@ rule parse_trace:
     # once per job, which adds up over a 20,000-cell plan
     params:
         python=PYTHON,
-        agents_dir=str(CAMPAIGN.agents_dir),
+        # an entry's name need not be its directory (agents: [{name, dir, ...}])
+        agent_dir=agent_dir,
         tasks_dir=str(CAMPAIGN.tasks_dir),
     shell:
         "{params.python:q} -m ptb_harness parse-trace {input.raw_trace:q} {output.parsed:q}"
-        " --sanitized-raw {output.raw_sanitized:q} --sanitized-parsed {output.parsed_sanitized:q}"
-        " --agent-dir {params.agents_dir:q}/{wildcards.agent:q} --task-dir {params.tasks_dir:q}/{wildcards.task:q}"
+        " --sanitized-raw {output.raw_sanitized:q} --sanitized-parsed {output.parsed_sanitized:q} --usage {output.usage:q}"
+        " --agent-dir {params.agent_dir:q} --task-dir {params.tasks_dir:q}/{wildcards.task:q}"
         " > {log:q} 2>&1"

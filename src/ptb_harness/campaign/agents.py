@@ -4,13 +4,98 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.records import read_json_object
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: An entry's `env` is for non-secret settings; a name like these is a secret, which
+#: reaches an agent only by name (api_keys.json, env_passthrough.txt), never as a value
+#: in a campaign file.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH", re.IGNORECASE)
+#: Variables the harness and the sandbox set; an entry's `env` may not replace them.
+HARNESS_VARIABLES = frozenset(
+    {
+        "PROMPT", "NUM_GPUS", "NUM_HOURS", "BENCHMARK_ID", "MODEL_TO_TRAIN", "AGENT_CONFIG", "AGENT_MODEL",
+        "PTB_RESUME", "PTB_RESUME_MESSAGE", "HOME", "TMPDIR", "PATH", "LANG", "PYTHONNOUSERSITE",
+        "XDG_CACHE_HOME", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+        "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE",
+    }
+)  # fmt: skip
+_ENTRY_KEYS = ("name", "dir", "model", "env", "reprompt")
+
+
+@dataclass(frozen=True)
+class AgentEntry:
+    """One `agents:` item of a campaign: a leaderboard row.
+
+    ``name`` is the row and the path component; ``dir`` the agent directory; ``model``
+    is handed to the CLI (AGENT_MODEL, and AGENT_CONFIG as upstream names it); ``env``
+    non-secret extra variables; ``reprompt`` resumes the CLI's session when it stops early.
+    """
+
+    name: str
+    dir: str
+    model: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+    reprompt: bool = False
+
+
+def parse_agent_entries(
+    items: list[Any], agent_config: Mapping[str, Any], check_name: Callable[[Any, str], str]
+) -> list[AgentEntry]:
+    """The campaign's `agents:` list: each item a name (a dir under agents/) or a mapping
+    {name, dir, model, env, reprompt}. ``agent_config`` is the shorthand `name -> model`.
+    Raises ConfigError naming the item; directories are checked by the caller."""
+    entries: list[AgentEntry] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        where = f"agents[{i}]"
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict):
+            raise ConfigError(f"{where}: {item!r} must be an agent name or a mapping {{name, dir, model, env, ...}}")
+        unknown = sorted(set(item) - set(_ENTRY_KEYS))
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(_ENTRY_KEYS)})")
+        if "name" not in item and "dir" not in item:
+            raise ConfigError(f"{where}: give `name` (and `dir` when the name is not the agent directory)")
+        name = check_name(item.get("name", item.get("dir")), f"{where}.name")
+        directory = check_name(item.get("dir", name), f"{where}.dir")
+        if name in seen:
+            raise ConfigError(f"{where}.name: duplicate agent {name!r} (also agents[{seen[name]}])")
+        seen[name] = i
+        model = item.get("model")
+        if model is not None and name in agent_config:
+            raise ConfigError(f"{where}.model: also given as agent_config.{name}; give it once")
+        model = agent_config.get(name, "") if model is None else model
+        if not isinstance(model, str):
+            raise ConfigError(f"{where}.model: {model!r} is not a string")
+        env = item.get("env") or {}
+        if not isinstance(env, dict):
+            raise ConfigError(f"{where}.env: must be a mapping of variable names to strings")
+        for key, value in env.items():
+            if not isinstance(key, str) or not _ENV_NAME.match(key):
+                raise ConfigError(f"{where}.env: {key!r} is not an environment variable name")
+            if _SECRET_NAME.search(key):
+                raise ConfigError(
+                    f"{where}.env.{key}: names a secret; secrets reach an agent only by name "
+                    "(its api_keys.json or env_passthrough.txt), never as a value in the campaign"
+                )
+            if key in HARNESS_VARIABLES:
+                raise ConfigError(f"{where}.env.{key}: set by the harness, not by a campaign")
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ConfigError(f"{where}.env.{key}: {value!r} is not a string")
+        reprompt = item.get("reprompt", False)
+        if not isinstance(reprompt, bool):
+            raise ConfigError(f"{where}.reprompt: {reprompt!r} is not true or false")
+        pairs = tuple((k, str(v)) for k, v in env.items())
+        entries.append(AgentEntry(name, directory, model, pairs, reprompt))
+    return entries
 
 
 def check_env_names(names: object, where: str) -> list[str]:
@@ -32,6 +117,10 @@ class AgentSpec:
     api_keys: tuple[str, ...]
     #: agent.json "trace_format": "auto" (detect and parse) or "raw" (copy, still sanitized)
     trace_format: str = "auto"
+    #: agent.json "cli": the npm package of the agent's CLI (doctor checks its pinned version)
+    cli: str | None = None
+    #: agent.json "resume": solve.sh resumes its CLI's session when PTB_RESUME is set
+    resume: bool = False
 
     @property
     def solve_sh(self) -> Path:
@@ -87,14 +176,20 @@ def load_agent(agent_dir: Path) -> AgentSpec:
         env_passthrough=_read_passthrough(agent_dir / "env_passthrough.txt"),
         api_keys=tuple(api_keys),
         trace_format=settings.get("trace_format", "auto"),
+        cli=settings.get("cli"),
+        resume=settings.get("resume", False),
     )
 
 
 def _read_settings(path: Path) -> dict:
     data = read_json_object(path)
-    unknown = set(data) - {"trace_format"}
+    unknown = set(data) - {"trace_format", "cli", "resume"}
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
     if data.get("trace_format", "auto") not in ("auto", "raw"):
         raise ConfigError(f'{path}: trace_format must be "auto" or "raw"')
+    if not isinstance(data.get("cli", ""), str):
+        raise ConfigError(f"{path}: cli must be an npm package name")
+    if not isinstance(data.get("resume", False), bool):
+        raise ConfigError(f"{path}: resume must be true or false")
     return data

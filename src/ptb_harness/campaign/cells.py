@@ -12,10 +12,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign.agents import load_agent
+from ptb_harness.campaign.agents import AgentEntry, load_agent, parse_agent_entries
 from ptb_harness.campaign.tasks import load_task
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.records import read_yaml_mapping
@@ -177,8 +178,20 @@ class Campaign:
     def cell_dir(self, cell: Cell) -> Path:
         return self.results_dir / CELL_DIR_PATTERN.format(**cell.wildcards)
 
+    @cached_property
+    def agent_entries(self) -> dict[str, AgentEntry]:
+        """The `agents:` items by name (checked by check_campaign)."""
+        items = parse_agent_entries(self.config["agents"], self.config.get("agent_config") or {}, check_name)
+        return {e.name: e for e in items}
+
+    @property
+    def agent_names(self) -> list[str]:
+        return list(self.agent_entries)
+
     def agent_dir(self, agent: str) -> Path:
-        return self.agents_dir / agent
+        """The directory of the entry named ``agent`` (a bare name is its own directory)."""
+        entry = self.agent_entries.get(agent)
+        return self.agents_dir / (entry.dir if entry else agent)
 
     def task_dir(self, task: str) -> Path:
         return self.tasks_dir / task
@@ -198,7 +211,7 @@ class Campaign:
     def cells(self) -> Iterator[Cell]:
         c = self.config
         for agent, task, model, hours, gpus, run in itertools.product(
-            c["agents"],
+            self.agent_names,
             c["tasks"],
             [m["name"] for m in c["models"]],
             [format_hours(h) for h in c["hours"]],
@@ -208,16 +221,18 @@ class Campaign:
             yield Cell(agent, task, model, hours, int(gpus), int(run))
 
     def agent_config(self, agent: str) -> str:
-        return str(self.config.get("agent_config", {}).get(agent, ""))
+        """The entry's model (AGENT_CONFIG / AGENT_MODEL), "" when none is given."""
+        entry = self.agent_entries.get(agent)
+        return entry.model if entry else ""
 
 
 def check_campaign(config: dict[str, Any], workdir: Path) -> Campaign:
     """Semantic checks the JSON schema cannot express. Raises ConfigError naming the key."""
-    for key in ("agents", "tasks"):
-        values = _nonempty_list(config, key)
-        for i, v in enumerate(values):
-            check_name(v, f"{key}[{i}]")
-        _check_unique(values, key)
+    tasks = _nonempty_list(config, "tasks")
+    for i, v in enumerate(tasks):
+        check_name(v, f"tasks[{i}]")
+    _check_unique(tasks, "tasks")
+    agents = parse_agent_entries(_nonempty_list(config, "agents"), config.get("agent_config") or {}, check_name)
 
     models = _nonempty_list(config, "models")
     for i, m in enumerate(models):
@@ -240,11 +255,16 @@ def check_campaign(config: dict[str, Any], workdir: Path) -> Campaign:
         _check_unique(values, key)
 
     campaign = Campaign(config=config, workdir=Path(workdir))
-    for i, agent in enumerate(config["agents"]):
+    for i, entry in enumerate(agents):
         try:
-            load_agent(campaign.agent_dir(agent))
+            spec = load_agent(campaign.agents_dir / entry.dir)
         except ConfigError as e:
             raise ConfigError(f"agents[{i}]: {e}") from None
+        if entry.reprompt and not spec.resume:
+            raise ConfigError(
+                f"agents[{i}].reprompt: agent directory {entry.dir} cannot resume its CLI's session"
+                ' (its agent.json does not say "resume": true)'
+            )
     for i, task in enumerate(config["tasks"]):
         try:
             load_task(campaign.task_dir(task))
@@ -254,13 +274,13 @@ def check_campaign(config: dict[str, Any], workdir: Path) -> Campaign:
     if template and not (campaign.workdir / template).is_file():
         raise ConfigError(f"solve.prompt_template: file {campaign.workdir / template} not found")
     for agent in config.get("agent_config", {}):
-        if agent not in config["agents"]:
+        if agent not in campaign.agent_entries:
             raise ConfigError(f"agent_config.{agent}: not an agent of this campaign")
-    _check_leaderboard(config)
+    _check_leaderboard(config, [e.name for e in agents])
     return campaign
 
 
-def _check_leaderboard(config: dict[str, Any]) -> None:
+def _check_leaderboard(config: dict[str, Any], agent_names: list[str]) -> None:
     board = config.get("leaderboard") or {}
     tasks = config["tasks"]
     weighting = board.get("weighting", "equal")
@@ -284,7 +304,7 @@ def _check_leaderboard(config: dict[str, Any]) -> None:
                     f"leaderboard.instruct_scores.{task}: no score for model(s) {', '.join(missing)} "
                     "(weighting inverse_gap needs every task and model)"
                 )
-        if board.get("base_agent", "noop") not in config["agents"]:
+        if board.get("base_agent", "noop") not in agent_names:
             raise ConfigError(
                 f"leaderboard.base_agent: {board.get('base_agent', 'noop')!r} is not an agent of this campaign "
                 "(weighting inverse_gap needs the base models' scores)"

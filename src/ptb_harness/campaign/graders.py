@@ -55,8 +55,10 @@ def check_grader_keys(config: dict[str, Any], agents_dir: Path, tasks_dir: Path)
         t: tuple(read_json_object(Path(tasks_dir) / t / "info.json").get("required_api_keys") or ())
         for t in config["tasks"]
     }
-    for agent_name in config["agents"]:
-        agent = load_agent(Path(agents_dir) / agent_name)
+    for entry in config["agents"]:
+        # an item is an agent name or a mapping {name, dir, ...} (campaign.agents)
+        agent_name = entry if isinstance(entry, str) else entry.get("name", entry.get("dir"))
+        agent = load_agent(Path(agents_dir) / (entry if isinstance(entry, str) else entry.get("dir", agent_name)))
         for task, required in task_keys.items():
             leaked = sorted(set(keys) & set(allowed_env_names(agent, required)))
             if leaked:

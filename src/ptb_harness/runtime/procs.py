@@ -247,6 +247,7 @@ def run_budgeted(
     kill_grace_s: float,
     timestamps: bool = True,
     output_mode: int = 0o600,
+    append: bool = False,
 ) -> ProcessResult:
     """Run argv with stdout+stderr merged into ``output`` (created with output_mode).
 
@@ -257,7 +258,8 @@ def run_budgeted(
     """
     become_subreaper()
     output = Path(output)
-    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, output_mode)
+    # append: a resumed session's output follows the earlier turns in the same trace
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), output_mode)
     out_f = os.fdopen(fd, "wb")
 
     def _on_signal(signum: int, _frame: object) -> None:

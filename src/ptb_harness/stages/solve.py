@@ -32,7 +32,7 @@ from ptb_harness.gpu.cellset import GpuAssignment, GpuSet, job_gpu_set
 from ptb_harness.gpu.monitor import GpuMonitor
 from ptb_harness.gpu.nvml import load_nvml
 from ptb_harness.runtime.hf_cache import hf_cache_view
-from ptb_harness.runtime.procs import describe, iso_utc, run_budgeted
+from ptb_harness.runtime.procs import ProcessResult, describe, iso_utc, run_budgeted, utc_stamp
 from ptb_harness.runtime.sandbox import Bind, Launch, Sandbox
 from ptb_harness.runtime.scheduler import scheduler_job
 from ptb_harness.runtime.snapshot import provenance
@@ -173,13 +173,17 @@ def agent_variables(
     HOME, TMPDIR, LANG, the cache variables and the cell's GPUs. Copied by name: the
     agent's env_passthrough.txt names and the allowlisted API keys (agent's + task's).
     """
+    entry = campaign.agent_entries.get(cell.agent)
     variables = {
+        # the entry's non-secret settings (checked: they cannot replace the harness's)
+        **dict(entry.env if entry else ()),
         "PROMPT": prompt,
         "NUM_GPUS": str(cell.num_gpus),
         "NUM_HOURS": cell.hours,
         "BENCHMARK_ID": task.name,
         "MODEL_TO_TRAIN": campaign.model_source(cell.model),
         "AGENT_CONFIG": campaign.agent_config(cell.agent),
+        "AGENT_MODEL": campaign.agent_config(cell.agent),
     }
     # grader and judge keys never reach an agent (the config check refuses such a
     # campaign; this keeps it so for any caller)
@@ -200,8 +204,10 @@ def agent_launch(
     hf_home: Path | None = None,
     hf_read_only: bool = False,
     command: list[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Launch:
     variables, names = agent_variables(campaign, cell, agent, task, prompt)
+    variables.update(extra_env or {})
     model = campaign.models[cell.model]
     binds = [Bind(Path(variables["MODEL_TO_TRAIN"]), variables["MODEL_TO_TRAIN"], True)] if model.path else []
     return Sandbox(campaign.config["site"], host_env).launch(
@@ -243,6 +249,21 @@ def _move_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src.resolve(), dst, symlinks=False)
 
 
+def should_resume(result: ProcessResult, left_s: float, min_left_s: float) -> bool:
+    """Resume the CLI's session (reprompt) when it ended on its own, successfully, with
+    at least min_left_s of the budget left. A failing CLI is not resumed: it would fail
+    again at once, over and over, until the budget ran out."""
+    return result.status == "exited" and result.exit_code == 0 and left_s >= min_left_s
+
+
+def resume_message(left_s: float) -> str:
+    left = max(0, int(left_s))
+    return (
+        f"You still have {left // 3600}h {left % 3600 // 60}m remaining of your time budget. "
+        "Continue working on the task: improve the model further and make sure final_model/ holds your best model."
+    )
+
+
 def run_solve(
     campaign: Campaign,
     cell: Cell,
@@ -281,7 +302,8 @@ def run_solve(
             log.warning("variables not set in the launching environment, not passed: %s", ", ".join(missing))
         budget_s = cell.budget_seconds
         limit_s = budget_s + 60 * float(solve_cfg["timeout_margin_minutes"])
-        deadline = time.time() + budget_s
+        started = time.time()
+        deadline = started + budget_s
         (job.home / "timer.sh").write_text(_TIMER.format(deadline=int(deadline), deadline_iso=iso_utc(deadline)))
         trace_tmp = job.harness / "solve_out.txt"
         with hf_cache_view(site, job.root) as (hf_home, hf_ro):
@@ -321,9 +343,44 @@ def run_solve(
                     budget_s=limit_s,
                     kill_grace_s=float(solve_cfg["kill_grace_seconds"]),
                 )
+            entry = campaign.agent_entries.get(cell.agent)
+            resumes: list[dict] = []
+            min_left_s = 60 * float(solve_cfg["reprompt_min_minutes"])
+            while entry is not None and entry.reprompt and should_resume(result, deadline - time.time(), min_left_s):
+                left = deadline - time.time()
+                message = resume_message(left)
+                log.info("agent ended with %.0f s left: resume %d of its session", left, len(resumes) + 1)
+                with open(trace_tmp, "ab") as f:  # a marker between the turns, in the trace
+                    f.write(f"[{utc_stamp()}] ptb-harness: resume {len(resumes) + 1}: {message}\n".encode())
+                launch = agent_launch(
+                    campaign, cell, agent, task, job, prompt, host_env, gpus, hf_home, hf_ro,
+                    extra_env={"PTB_RESUME": str(len(resumes) + 1), "PTB_RESUME_MESSAGE": message},
+                )  # fmt: skip
+                with GpuMonitor.for_cell(nvml, gpu_set.gpus, cell_dir, "solve", site):
+                    turn = run_budgeted(
+                        launch.argv,
+                        env=launch.env,
+                        cwd=launch.cwd,
+                        output=trace_tmp,
+                        budget_s=max(0.0, started + limit_s - time.time()),
+                        kill_grace_s=float(solve_cfg["kill_grace_seconds"]),
+                        append=True,
+                    )
+                resumes.append(
+                    {
+                        "started_at": iso_utc(turn.started_at),
+                        "time_left_s": round(left, 1),
+                        "message": message,
+                        "status": turn.status,
+                        "exit_code": turn.exit_code,
+                        "duration_s": round(turn.duration_s, 3),
+                    }
+                )
+                result = ProcessResult(turn.status, turn.exit_code, turn.signal, result.started_at, turn.ended_at)
         log.info("agent %s after %.1f s", describe(result), result.duration_s)
 
         produced = job.task / "final_model"
+        present = produced.is_dir() or produced.is_symlink()  # before the move below takes it away
         final_model.parent.mkdir(parents=True, exist_ok=True)
         if produced.is_dir():
             _move_tree(produced, final_model)
@@ -345,10 +402,11 @@ def run_solve(
             "ended_at": iso_utc(result.ended_at),
             "duration_s": round(result.duration_s, 3),
             "budget_s": budget_s,
+            "resumes": resumes,
             "time_limit_s": limit_s,
             "host": socket.gethostname(),
             "scheduler": scheduler_job(host_env),
-            "final_model_present": produced.is_dir() or produced.is_symlink(),
+            "final_model_present": present,
             "final_model_files": n_files,
             "final_model_bytes": n_bytes,
             "model_to_train": model_source,

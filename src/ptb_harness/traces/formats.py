@@ -13,6 +13,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
+from ptb_harness.traces.usage import Usage
+
 TOOL_INPUT_LIMIT = 1000
 TOOL_OUTPUT_LIMIT = 2000
 
@@ -50,6 +52,8 @@ class Renderer:
         self.usage: Counter = Counter()
         self.cost_usd: float | None = None
         self.events: Counter = Counter()
+        #: usage.json's quantities (None = the trace does not say)
+        self.tally = Usage()
 
     def render(self, obj: dict[str, Any], stamp: str) -> list[str]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -74,6 +78,11 @@ class Renderer:
         return out
 
 
+def _number_in(d: dict[str, Any], key: str) -> bool:
+    v = d.get(key)
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _ms_to_iso(ms: Any) -> str:
     try:
         return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -92,16 +101,34 @@ class Claude(Renderer):
             self.fact("cli_version", obj.get("claude_code_version"))
             self.fact("model", obj.get("model"))
             if obj.get("subtype") == "init":
+                self.tally.add("sessions", 1)
                 return [f"SYSTEM: init, model {obj.get('model', '?')}, {len(obj.get('tools') or [])} tools"]
             return [f"SYSTEM: {obj.get('subtype', '')}"]
         if t in ("assistant", "user"):
             message = obj.get("message") or {}
             self.fact("model", message.get("model"))
             self.add_usage(message.get("usage"), ("input_tokens", "output_tokens"))
+            if t == "assistant":
+                blocks = [b for b in message.get("content") or [] if isinstance(b, dict)]
+                self.tally.add("tool_calls", *(1 for b in blocks if b.get("type") == "tool_use"))
             return [line for block in message.get("content") or [] for line in self._block(block, t)]
         if t == "result":
             if isinstance(obj.get("total_cost_usd"), (int, float)):
                 self.cost_usd = float(obj["total_cost_usd"])
+            # one result per session (a resume writes another): its totals add up;
+            # Anthropic's input_tokens leaves out the cache reads and writes
+            u = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
+            if _number_in(u, "input_tokens"):
+                self.tally.add(
+                    "input_tokens",
+                    u.get("input_tokens"),
+                    u.get("cache_read_input_tokens"),
+                    u.get("cache_creation_input_tokens"),
+                )
+                self.tally.add("cached_tokens", u.get("cache_read_input_tokens", 0))
+            self.tally.add("output_tokens", u.get("output_tokens"))
+            self.tally.add("cost_usd", obj.get("total_cost_usd"))
+            self.tally.add("turns", obj.get("num_turns"))
             kind = "ERROR" if obj.get("is_error") else "RESULT"
             text = f"{obj.get('subtype', '')}, {obj.get('num_turns', '?')} turns, {obj.get('duration_ms', '?')} ms"
             return [f"{kind}: {text}"] + (
@@ -138,9 +165,16 @@ class Codex(Renderer):
         t = obj.get("type", "")
         self.events[t] += 1
         if t == "thread.started":
+            self.tally.add("sessions", 1)
             return [f"SYSTEM: thread {obj.get('thread_id', '')}"]
         if t == "turn.completed":
             self.add_usage(obj.get("usage"), ("input_tokens", "cached_input_tokens", "output_tokens"))
+            u = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
+            # Codex's input_tokens already include the cached ones
+            self.tally.add("input_tokens", u.get("input_tokens"))
+            self.tally.add("cached_tokens", u.get("cached_input_tokens"))
+            self.tally.add("output_tokens", u.get("output_tokens"))
+            self.tally.add("turns", 1)
             return []
         if t in ("turn.failed", "error"):
             err = obj.get("error") or {}
@@ -153,6 +187,8 @@ class Codex(Renderer):
 
     def _item(self, item: dict[str, Any], started: bool) -> list[str]:
         kind = item.get("type") or item.get("item_type")
+        if not started and kind in ("command_execution", "file_change", "mcp_tool_call", "web_search"):
+            self.tally.add("tool_calls", 1)
         if kind == "command_execution":
             if started:
                 return [tool_call("shell", item.get("id"), item.get("command"))]

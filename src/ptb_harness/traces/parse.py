@@ -19,6 +19,7 @@ from ptb_harness.traces.detect import detect, votes
 from ptb_harness.traces.formats import RENDERERS, Renderer
 from ptb_harness.traces.lines import read_lines, strip_prefixes
 from ptb_harness.traces.redact import BlockWriter, RedactedFile, Redactor
+from ptb_harness.traces.usage import Usage
 
 #: How many lines detection reads (a format shows itself long before).
 DETECT_LINES = 5000
@@ -39,6 +40,8 @@ class TraceStats:
     oversized_lines: int = 0
     redactions: Counter = field(default_factory=Counter)
     votes: dict[str, int] = field(default_factory=dict)
+    #: usage.json: tokens, cost, turns, tool calls, resumes (None = the trace does not say)
+    usage: dict = field(default_factory=dict)
 
     def summary(self) -> str:
         red = sum(self.redactions.values())
@@ -140,6 +143,7 @@ def parse_trace_file(
                 dst.write(redact(data) if target is sanitized_parsed else data)
                 shutil.copyfileobj(src_part, dst, 1 << 20)
         stats.redactions.update(redact.hits)
+        stats.usage = (renderer.tally if renderer is not None else Usage()).record(stats.format)
         os.chmod(tmp[parsed], 0o600)
         for p in (sanitized_raw, sanitized_parsed):
             if p is not None:
