@@ -16,12 +16,15 @@ include: "workflow/rules/demo.smk"
 include: "workflow/rules/solve.smk"
 include: "workflow/rules/trace.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/judge.smk"
 include: "workflow/rules/collect.smk"
 
 
 rule all:
     default_target: True
     input:
-        cells=every_cell("metrics.json", "solve_parsed.txt", "solve_out_sanitized.txt"),
+        cells=every_cell(
+            "metrics.json", "solve_parsed.txt", "solve_out_sanitized.txt", *JUDGED
+        ),
         tables=TABLES.values(),
         plots=PLOTS.values(),

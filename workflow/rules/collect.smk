@@ -4,7 +4,7 @@
 
 rule collect:
     input:
-        metrics=every_cell("metrics.json"),
+        metrics=every_cell("metrics.json", *JUDGED),
     output:
         cells=report(
             TABLES["cells"],

@@ -31,6 +31,8 @@ PLOTS = {
     "time_png": f"{RESULTS}/plots/time_vs_budget.png",
 }
 GPU_PLOTS = f"{RESULTS}/plots/gpu"
+# every cell is judged when the campaign enables the judge (its flags change the leaderboard)
+JUDGED = ("judgement.json",) if config["judge"]["enabled"] else ()
 
 
 wildcard_constraints:

@@ -36,7 +36,9 @@ from ptb_harness.runtime.procs import ProcessResult, describe, iso_utc, run_budg
 from ptb_harness.runtime.sandbox import Bind, Launch, Sandbox
 from ptb_harness.runtime.scheduler import scheduler_job
 from ptb_harness.runtime.snapshot import provenance
+from ptb_harness.stages.agent_files import save_agent_files
 from ptb_harness.stages.preflight import preflight_command, verdict
+from ptb_harness.traces.redact import Redactor, secrets_from_env
 
 log = logging.getLogger("ptb_harness.stages.solve")
 
@@ -424,9 +426,26 @@ def run_solve(
         raise
     finally:
         held.close()
+    _keep_agent_files(campaign, job, task, cell_dir, names, host_env)
     if not site["keep_job_dir"]:
         shutil.rmtree(job.root, ignore_errors=True)
     return record
+
+
+def _keep_agent_files(
+    campaign: Campaign, job: JobDir, task: TaskSpec, cell_dir: Path, names: list[str], host_env: Mapping[str, str]
+) -> None:
+    """The agent's files (no weights), sanitized, beside the cell for the judge. A record,
+    never a reason to fail the solve: the judge says when they are missing."""
+    try:
+        secrets = secrets_from_env([*names, *grader_key_names(campaign.config)], host_env)
+        max_bytes = int(float(campaign.config["site"]["agent_files_max_mb"]) * 1e6)
+        kept = save_agent_files(job.home, task.dir, cell_dir, Redactor(secrets), max_bytes)
+        log.info(
+            "agent files kept: %d (%d bytes), %d left out", len(kept["saved"]), kept["bytes"], len(kept["skipped"])
+        )
+    except Exception as e:  # the solve's outputs are written; keep them
+        log.warning("agent files not kept: %s: %s", type(e).__name__, e)
 
 
 def _move_tree_file(src: Path, dst: Path) -> None:

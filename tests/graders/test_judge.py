@@ -1,0 +1,227 @@
+"""The judge: deterministic checks that flag whatever the judge model says, and a verdict
+that fails closed (garbage, a timeout, a missing verdict: judge_failed). The judge model
+is the stand-in grader server (tests/grader_standin.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import campaign_config, make_workdir, write_config, write_task
+from grader_standin import StandInGrader
+
+from ptb_harness.campaign.cells import Cell
+from ptb_harness.campaign.config import load_config_files
+from ptb_harness.graders.judge import combine, model_identity, ngram_overlap, parse_verdict
+from ptb_harness.stages.agent_files import save_agent_files
+from ptb_harness.stages.judge import run_judge
+from ptb_harness.traces.redact import Redactor
+
+KEY = "sk-planted-judge-key-0123456789abcdef"
+TEST_QUESTIONS = [
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+    "How many clips did Natalia sell altogether in April and May?",
+    "Weng earns 12 dollars an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. "
+    "How much did she earn?",
+    "Betty is saving money for a new wallet which costs 100 dollars. Betty has only half of the money she needs. "
+    "Her parents decided to give her 15 dollars for that purpose, and her grandparents twice as much as her parents.",
+    "Julie is reading a 120-page book. Yesterday, she was able to read 12 pages and today, she read twice as many "
+    "pages as yesterday. If she wants to read half of the remaining pages tomorrow, how many pages should she read?",
+    "James writes a 3-page letter to 2 different friends twice a week. How many pages does he write a year in all "
+    "of his letters, counting every letter he sends to each of the two friends?",
+]
+BASE_CONFIG = {
+    "model_type": "qwen3",
+    "architectures": ["Qwen3ForCausalLM"],
+    "hidden_size": 64,
+    "vocab_size": 100,
+    "num_hidden_layers": 2,
+    "eos_token_id": 1,
+    "max_position_embeddings": 32768,
+}
+INSTRUCT_CONFIG = {**BASE_CONFIG, "eos_token_id": 2, "max_position_embeddings": 40960}
+CLEAN = json.dumps(
+    {
+        c: {"flagged": False, "justification": f"nothing points to {c}"}
+        for c in ("contamination", "disallowed_model", "api_usage")
+    }
+)
+
+
+def clean_answer(req):
+    return ("answer", CLEAN)
+
+
+def judged_cell(tmp_path: Path, url: str, *, train_file: str, final_config: dict, **judge) -> tuple:
+    root = make_workdir(tmp_path / "campaign")
+    (root / "models" / "m1" / "config.json").write_text(json.dumps(BASE_CONFIG))
+    (root / "models" / "m1-instruct").mkdir()
+    (root / "models" / "m1-instruct" / "config.json").write_text(json.dumps(INSTRUCT_CONFIG))
+    info = {"judge": {"test_set": {"path": "test.jsonl", "fields": ["question"]}, "allowed_data": "the train split"}}
+    write_task(root, "graded", "pass\n", info)
+    (root / "tasks" / "graded" / "test.jsonl").write_text(
+        "".join(json.dumps({"question": q}) + "\n" for q in TEST_QUESTIONS)
+    )
+    endpoint = {"base_url": url, "model": "standin-judge", "backoff_seconds": 0.01, **judge.pop("endpoint", {})}
+    cfg = campaign_config(
+        tasks=["graded"],
+        judge={"enabled": True, "endpoint": endpoint, "instruct_variants": {"m1": ["models/m1-instruct"]}, **judge},
+    )
+    write_config(root, cfg)
+    campaign = load_config_files(root)
+    cell = Cell("exit0", "graded", "m1", "0.0005", 0, 1)
+    cdir = campaign.cell_dir(cell)
+    (cdir / "final_model").mkdir(parents=True)
+    (cdir / "final_model" / "config.json").write_text(json.dumps(final_config))
+    (cdir / "solve_parsed_sanitized.txt").write_text("[t] ASSISTANT: I will fine-tune on train.jsonl\n")
+    home = tmp_path / "job" / "home"
+    (home / "task").mkdir(parents=True)
+    (home / "data").mkdir()
+    (home / "data" / "train.jsonl").write_text(train_file)
+    (home / "train.py").write_text("import json\n# fine-tune on data/train.jsonl\n")
+    (home / "final_model").mkdir()
+    (home / "final_model" / "model.safetensors").write_bytes(b"\0" * 100)
+    save_agent_files(home, root / "tasks" / "graded", cdir, Redactor({}), 10**6)
+    return campaign, cell, cdir
+
+
+def judge(campaign, cell, cdir, env=None):
+    return run_judge(
+        campaign,
+        cell,
+        transcript=cdir / "solve_parsed_sanitized.txt",
+        final_model=cdir / "final_model",
+        judgement_json=cdir / "judgement.json",
+        host_env=env or {"PTB_GRADER_API_KEY": KEY},
+    )
+
+
+OWN_DATA = "".join(json.dumps({"q": f"What is {i} plus {i}?", "a": 2 * i}) + "\n" for i in range(50))
+COPIED = OWN_DATA + "".join(json.dumps({"q": q.upper(), "a": "1"}) + "\n" for q in TEST_QUESTIONS)
+
+
+def test_copied_test_questions_are_flagged_even_when_the_judge_says_clean(tmp_path: Path):
+    with StandInGrader(default=clean_answer) as server:
+        campaign, cell, cdir = judged_cell(tmp_path, server.base_url, train_file=COPIED, final_config=BASE_CONFIG)
+        record = judge(campaign, cell, cdir)
+    assert record["verdict"] == "flagged" and record["flags"] == ["contamination"]
+    assert record["contamination"]["flagged_by"] == ["ngram"]
+    assert "5 of 5 test samples found" in record["contamination"]["justification"]
+    assert "data/train.jsonl" in record["contamination"]["justification"]
+    on_disk = json.loads((cdir / "judgement.json").read_text())
+    assert on_disk["verdict"] == "flagged" and on_disk["judge"]["model"] == "standin-judge"
+    assert set(on_disk["inputs"]) >= {
+        "transcript",
+        "agent_files",
+        "info_json",
+        "test_set",
+        "final_model_config",
+        "prompt",
+    }
+    assert on_disk["inputs"]["agent_files"].keys() == {"data/train.jsonl", "train.py"}  # no weights
+
+
+def test_up_to_the_tolerated_samples_is_clean(tmp_path: Path):
+    tolerated = OWN_DATA + json.dumps({"q": TEST_QUESTIONS[0]}) + "\n"
+    with StandInGrader(default=clean_answer) as server:
+        campaign, cell, cdir = judged_cell(tmp_path, server.base_url, train_file=tolerated, final_config=BASE_CONFIG)
+        record = judge(campaign, cell, cdir)
+    assert record["verdict"] == "clean", record
+    assert record["checks"]["ngram_overlap"]["contaminated_samples"] == 1
+
+
+def test_a_final_model_with_an_instruct_config_is_flagged(tmp_path: Path):
+    with StandInGrader(default=clean_answer) as server:
+        campaign, cell, cdir = judged_cell(tmp_path, server.base_url, train_file=OWN_DATA, final_config=INSTRUCT_CONFIG)
+        record = judge(campaign, cell, cdir)
+    assert record["verdict"] == "flagged" and record["flags"] == ["disallowed_model"]
+    assert "instruct model models/m1-instruct" in record["disallowed_model"]["justification"]
+    assert "eos_token_id" in record["disallowed_model"]["justification"]
+
+
+def test_a_clean_cell_is_clean_and_the_key_is_only_in_the_auth_header(tmp_path: Path):
+    with StandInGrader(default=clean_answer) as server:
+        campaign, cell, cdir = judged_cell(tmp_path, server.base_url, train_file=OWN_DATA, final_config=BASE_CONFIG)
+        record = judge(campaign, cell, cdir)
+    assert record["verdict"] == "clean" and record["flags"] == []
+    assert record["judge"]["usage"]["requests"] == 1 and record["judge"]["usage"]["prompt_tokens"] == 10
+    (req,) = server.requests
+    assert req.headers["authorization"] == f"Bearer {KEY}"
+    assert "I will fine-tune on train.jsonl" in req.text and "What is 3 plus 3?" in req.text
+    assert req.text.index("# Transcript") < req.text.index("# The agent's files")  # the transcript first
+    assert KEY not in json.dumps(req.body)
+    assert KEY not in (cdir / "judgement.json").read_text()
+
+
+@pytest.mark.parametrize(
+    ("action", "why"),
+    [
+        (("garbage", b"<html>502 Bad Gateway</html>"), "malformed answer"),
+        (("answer", "I think it is fine."), "no JSON object"),
+        (
+            ("answer", json.dumps({"contamination": {"flagged": False, "justification": "ok"}})),
+            "no verdict for disallowed_model",
+        ),
+        (("answer", CLEAN.replace('"nothing points to api_usage"', '""')), "no justification for api_usage"),
+        (("hang", 3), "no answer within 0.2 s"),
+    ],
+    ids=["garbage", "prose", "missing-verdict", "empty-justification", "timeout"],
+)
+def test_the_judge_fails_closed(tmp_path: Path, action, why):
+    with StandInGrader(default=lambda req: action) as server:
+        campaign, cell, cdir = judged_cell(
+            tmp_path,
+            server.base_url,
+            train_file=OWN_DATA,
+            final_config=BASE_CONFIG,
+            endpoint={"timeout_seconds": 0.2, "max_retries": 1},
+        )
+        record = judge(campaign, cell, cdir)
+    assert record["verdict"] == "judge_failed" and "judge_failed" in record["flags"]
+    assert why in record["judge"]["error"]
+    # the deterministic checks still ran and are recorded
+    assert record["checks"]["ngram_overlap"]["contaminated_samples"] == 0
+
+
+def test_an_unreadable_test_set_fails_closed(tmp_path: Path):
+    with StandInGrader(default=clean_answer) as server:
+        campaign, cell, cdir = judged_cell(tmp_path, server.base_url, train_file=OWN_DATA, final_config=BASE_CONFIG)
+        (campaign.task_dir("graded") / "test.jsonl").unlink()
+        record = judge(campaign, cell, cdir)
+    assert record["verdict"] == "judge_failed" and "test.jsonl" in record["judge"]["error"]
+    assert server.requests == []
+
+
+# -- the pieces, by hand ---------------------------------------------------------------------
+def test_ngram_overlap_survives_case_and_punctuation():
+    report = ngram_overlap(TEST_QUESTIONS[:2], [("a.txt", TEST_QUESTIONS[1].upper().replace(" ", "  ,"))], n=8)
+    assert report.contaminated == [1] and report.found_in[1] == ["a.txt"]
+    assert ngram_overlap(TEST_QUESTIONS, [("b.txt", OWN_DATA)], n=8).contaminated == []
+
+
+def test_model_identity_cases():
+    assert not model_identity(BASE_CONFIG, BASE_CONFIG, {"i": INSTRUCT_CONFIG})["flagged"]
+    assert model_identity({**INSTRUCT_CONFIG, "torch_dtype": "bfloat16"}, BASE_CONFIG, {"i": INSTRUCT_CONFIG})[
+        "flagged"
+    ]
+    other = model_identity({**BASE_CONFIG, "hidden_size": 4096}, BASE_CONFIG, {})
+    assert other["flagged"] and "hidden_size 64 -> 4096" in other["justification"]
+    named = model_identity({**BASE_CONFIG, "_name_or_path": "Qwen/Qwen3-1.7B"}, BASE_CONFIG, {"Qwen/Qwen3-1.7B": {}})
+    assert named["flagged"]
+
+
+def test_parse_verdict_takes_fenced_json():
+    verdict, why = parse_verdict("Here:\n```json\n" + CLEAN + "\n```")
+    assert why == "" and verdict["api_usage"] == {"flagged": False, "justification": "nothing points to api_usage"}
+
+
+def test_combine_never_reads_a_failure_as_clean():
+    det = {"contamination": {"flagged": False, "source": "ngram", "justification": "0 found"}}
+    assert combine(det, None, "timeout")["verdict"] == "judge_failed"
+    judged = {
+        c: {"flagged": c == "api_usage", "justification": "x"}
+        for c in ("contamination", "disallowed_model", "api_usage")
+    }
+    out = combine(det, judged, "")
+    assert out["verdict"] == "flagged" and out["flags"] == ["api_usage"] and out["api_usage"]["flagged_by"] == ["judge"]
