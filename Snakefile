@@ -26,5 +26,4 @@ rule all:
         cells=every_cell(
             "metrics.json", "solve_parsed.txt", "solve_out_sanitized.txt", *JUDGED
         ),
-        tables=TABLES.values(),
-        plots=PLOTS.values(),
+        collected=OUT.values(),

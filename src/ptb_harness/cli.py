@@ -33,19 +33,18 @@ def _campaign_args(p: argparse.ArgumentParser) -> None:
 
 
 def _collect(args: argparse.Namespace) -> int:
+    from ptb_harness.campaign.cells import collect_outputs
     from ptb_harness.campaign.config import load_config_files
     from ptb_harness.results.collect import write_tables
     from ptb_harness.results.plots import write_plots
 
     campaign = load_config_files(args.workdir, args.profile, args.campaign)
-    tables, plots = campaign.results_dir / "tables", campaign.results_dir / "plots"
-    table, board, weights = write_tables(
-        campaign, tables / "cells.csv", tables / "leaderboard.csv", tables / "leaderboard.md"
-    )
-    write_plots(table, board, weights, plots, plots / "gpu", tables / "leaderboard.html")
+    paths = collect_outputs(campaign.results_dir)
+    table, board, weights = write_tables(campaign, paths)
+    write_plots(table, board, weights, paths)
     counts = table["outcome"].value_counts().to_dict()
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
-    print(f"{len(table)} cells ({summary}); tables in {tables}, plots in {plots}")
+    print(f"{len(table)} cells ({summary}); tables in {paths['cells'].parent}, plots in {paths['time_png'].parent}")
     return 0
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.config import load_config
-from ptb_harness.results.collect import cell_table, leaderboard, leaderboard_markdown, task_weights
+from ptb_harness.results.collect import cell_table
+from ptb_harness.results.leaderboard import leaderboard, leaderboard_markdown, task_weights
 
 
 def test_unscored_cells_are_named_never_zero(tmp_path: Path):
@@ -109,3 +110,18 @@ def test_an_incomplete_task_leaves_the_weighted_average_empty_not_zero():
     assert pd.isna(x.loc["weighted average", "mean"]) and not x.loc["weighted average", "complete"]
     md = leaderboard_markdown(board, task_weights({}, ["t1", "t2"], {}), _table(rows).assign(evidence="e"))
     assert "| x | 0.500 (1/1) | — (0/1) | — (1/2) |" in md
+
+
+def test_the_collect_rule_names_its_outputs_as_collect_outputs():
+    """The rule's output names are the keys the collect script and `ptb-harness collect`
+    look paths up by: a name added to one place only would fail here, not in a campaign."""
+    import re
+
+    from conftest import REPO
+
+    from ptb_harness.campaign.cells import COLLECT_OUTPUTS
+
+    rule = (REPO / "workflow" / "rules" / "collect.smk").read_text()
+    outputs = rule.split("output:")[1].split("log:")[0]
+    assert re.findall(r"^        (\w+)=", outputs, re.M) == list(COLLECT_OUTPUTS)
+    assert re.findall(r'OUT\["(\w+)"\]', outputs) == list(COLLECT_OUTPUTS)

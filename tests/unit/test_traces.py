@@ -9,7 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from trace_fixtures import EVENTS, EXPECT, NOISE, write_gemini_json, write_trace
+from trace_fixtures import (
+    AIDER_MIXED,
+    EVENTS,
+    EXPECT,
+    GEMINI_JSON,
+    NOISE,
+    STAMP,
+    write_aider_mixed,
+    write_gemini_json,
+    write_trace,
+)
 
 from ptb_harness.traces import parse_trace_file
 from ptb_harness.traces.detect import detect
@@ -38,6 +48,68 @@ def test_each_format_is_detected_and_rendered(tmp_path, fmt):
         assert "[... 3000 more characters cut]" in text
     # timestamps of the harness's prefixes are kept
     assert "[2026-11-29T10:00:00Z] " in text
+
+
+#: Keys whose string values are what an agent said or did (texts, thoughts, tool names,
+#: tool inputs and outputs); metadata (ids, session, model, status) is not content.
+CONTENT_KEYS = {"text", "thinking", "content", "message", "prompt", "result", "response", "name", "tool_name", "tool"}
+#: Keys whose whole subtree is a tool's input or output.
+TOOL_KEYS = {"input", "args", "parameters", "arguments", "command", "changes", "output", "aggregated_output", "stdout"}
+
+
+def said_and_done(node, key=None, whole=False):
+    """Every string an event carries as content (found independently of the renderers)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from said_and_done(v, k, whole or k in TOOL_KEYS)
+    elif isinstance(node, list):
+        for v in node:
+            yield from said_and_done(v, key, whole)
+    elif isinstance(node, str) and node.strip() and (whole or key in CONTENT_KEYS):
+        yield node
+
+
+FIXTURES = {
+    **{fmt: (lambda p, fmt=fmt: write_trace(p, fmt), EVENTS[fmt]) for fmt in FORMATS},
+    "gemini_json": (write_gemini_json, [GEMINI_JSON]),
+    "aider_mixed": (write_aider_mixed, AIDER_MIXED),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_the_transcript_keeps_every_text_and_tool_call_of_the_input(tmp_path, name):
+    """Never lose content: whatever the detected format, each thing the agent said or did
+    (each assistant text, thought, tool name, tool input, the start of each tool output)
+    is in the transcript, and no line of it is split (each starts with the time prefix)."""
+    write, events = FIXTURES[name]
+    out = tmp_path / "parsed.txt"
+    parse_trace_file(write(tmp_path / "solve_out.txt"), out)
+    text = out.read_text()
+    wanted = [s for e in events for s in (said_and_done(e) if isinstance(e, dict) else [e])]
+    assert wanted
+    missing = [s[:200] for s in wanted if s[:200] not in text and json.dumps(s)[1:201] not in text]
+    assert not missing, f"lost from the transcript: {missing}\n{text}"
+    body = [line for line in text.splitlines() if line and not line.startswith("# ")]
+    if name != "gemini_json":  # one pretty-printed object: no time prefix to keep
+        assert all(line.startswith(STAMP.strip()) for line in body), body
+
+
+def test_a_format_that_explains_a_small_part_of_the_file_falls_back_to_plain(tmp_path):
+    """An aider log with another tool's JSON and one Claude-like result line: the vote's
+    winner (claude) explains 1 of 11 lines, so the trace is kept verbatim."""
+    raw = write_aider_mixed(tmp_path / "solve_out.txt")
+    stats = parse_trace_file(raw, tmp_path / "parsed.txt")
+    assert stats.format == "plain" and stats.votes == {"claude": 3}
+    assert (tmp_path / "parsed.txt").read_bytes() == raw.read_bytes()
+    assert "claude would explain only 1 of 11 lines read (6 other JSON, 4 text): kept as plain text" in stats.summary()
+
+
+def test_cursor_thinking_deltas_make_one_line_and_call_ids_stay_on_theirs(tmp_path):
+    raw = write_trace(tmp_path / "solve_out.txt", "cursor", noise=False)
+    parse_trace_file(raw, tmp_path / "parsed.txt")
+    lines = (tmp_path / "parsed.txt").read_text().splitlines()
+    assert [line for line in lines if "THINKING" in line] == [f"{STAMP}THINKING: Consider LoRA."]
+    assert sum("cc1\\nfc_2" in line for line in lines) == 2 and not any(line == "fc_2)" for line in lines)
 
 
 def test_gemini_single_json_object(tmp_path):

@@ -69,10 +69,13 @@ EVENTS: dict[str, list[dict]] = {
     "cursor": [
         {"type": "system", "subtype": "init", "apiKeySource": "env", "cwd": "/home/ben/task", "session_id": "c1", "model": "gpt-5", "permissionMode": "default"},
         {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "Post-train the model."}]}, "session_id": "c1"},
-        {"type": "thinking", "subtype": "delta", "text": "Consider LoRA.", "session_id": "c1", "timestamp_ms": 1764410400000},
+        {"type": "thinking", "subtype": "delta", "text": "Consider", "session_id": "c1", "timestamp_ms": 1764410400000},
+        {"type": "thinking", "subtype": "delta", "text": " Lo", "session_id": "c1", "timestamp_ms": 1764410400010},
+        {"type": "thinking", "subtype": "delta", "text": "RA.", "session_id": "c1", "timestamp_ms": 1764410400020},
+        {"type": "thinking", "subtype": "completed", "session_id": "c1", "timestamp_ms": 1764410400030},
         {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "Starting the run."}]}, "session_id": "c1"},
-        {"type": "tool_call", "subtype": "started", "call_id": "cc1", "tool_call": {"shellToolCall": {"args": {"command": "python train.py"}}}, "session_id": "c1", "timestamp_ms": 1764410401000},
-        {"type": "tool_call", "subtype": "completed", "call_id": "cc1", "tool_call": {"shellToolCall": {"args": {"command": "python train.py"}, "result": {"success": {"stdout": LONG_OUTPUT}}}}, "session_id": "c1", "timestamp_ms": 1764410402000},
+        {"type": "tool_call", "subtype": "started", "call_id": "cc1\nfc_2", "tool_call": {"shellToolCall": {"args": {"command": "python train.py"}}}, "session_id": "c1", "timestamp_ms": 1764410401000},
+        {"type": "tool_call", "subtype": "completed", "call_id": "cc1\nfc_2", "tool_call": {"shellToolCall": {"args": {"command": "python train.py"}, "result": {"success": {"stdout": LONG_OUTPUT}}}}, "session_id": "c1", "timestamp_ms": 1764410402000},
         {"type": "result", "subtype": "success", "duration_ms": 5000, "is_error": False, "result": "Finished.", "session_id": "c1"},
     ],
 }  # fmt: skip
@@ -89,7 +92,7 @@ EXPECT = {
     "codex_legacy": ["USER: Post-train the model.", "THINKING: Look at the data.", 'TOOL CALL shell (call_1): ["bash", "-lc", "ls"]', "TOOL RESULT (call_1) exit 0: train.py", "ASSISTANT: Done training.", "ERROR: rate limited", "model: gpt-5-codex"],
     "gemini": ["model: gemini-2.5-pro", "USER: Post-train the model.", "ASSISTANT: I will start training.", 'TOOL CALL run_shell_command (t1): {"command": "python train.py"}', "TOOL RESULT (t1): xxx", "ERROR: quota exceeded", "total_tokens 900"],
     "opencode": ["ASSISTANT: Let me train.", 'TOOL CALL bash (call_9): {"command": "python train.py"}', "TOOL RESULT (call_9): xxx", "ERROR: provider error", "cost: $0.0200", "input 300"],
-    "cursor": ["model: gpt-5", "USER: Post-train the model.", "THINKING: Consider LoRA.", "ASSISTANT: Starting the run.", 'TOOL CALL shellToolCall (cc1): {"command": "python train.py"}', "TOOL RESULT (cc1): ", "RESULT: 5000 ms: Finished."],
+    "cursor": ["model: gpt-5", "USER: Post-train the model.", "THINKING: Consider LoRA.", "ASSISTANT: Starting the run.", 'TOOL CALL shellToolCall (cc1\\nfc_2): {"command": "python train.py"}', "TOOL RESULT (cc1\\nfc_2): ", "RESULT: 5000 ms: Finished."],
     "gemini_json": ["ASSISTANT: I fine-tuned the model and saved it.", "model: gemini-2.5-pro", "total 1,500"],
 }  # fmt: skip
 
@@ -114,4 +117,27 @@ def write_trace(path: Path, fmt: str, *, noise: bool = True, truncate_last: bool
 def write_gemini_json(path: Path) -> Path:
     text = json.dumps(GEMINI_JSON, indent=2)
     path.write_text("\n".join(STAMP + line for line in ["Loaded cached credentials.", *text.splitlines()]) + "\n")
+    return path
+
+
+#: An aider log (its own plain-text chat) into which another tool's session JSON was
+#: interleaved, ending in one line that looks like a Claude Code result. Written for this
+#: test: six foreign JSON lines, four text lines, and that last line.
+AIDER_MIXED = [
+    '{"session": "a1", "event": "start", "cwd": "/home/ben/task"}',
+    "aider v0.86.1 -- model: openai/gpt-5, edit format: diff",
+    '{"session": "a1", "event": "tokens", "sent": 1200, "received": 80}',
+    "ASSISTANT: I will add a LoRA training script in train.py.",
+    '{"session": "a1", "event": "edit", "file": "train.py"}',
+    "TOOL: run_command python train.py --epochs 1",
+    '{"session": "a1", "event": "cost", "usd": 0.01}',
+    "Applied edit to train.py",
+    '{"session": "a1", "event": "commit", "sha": "abc1234"}',
+    '{"session": "a1", "event": "exit", "code": 0}',
+    '{"type": "result", "num_turns": 1}',
+]
+
+
+def write_aider_mixed(path: Path) -> Path:
+    path.write_text("".join(STAMP + line + "\n" for line in AIDER_MIXED))
     return path

@@ -2,7 +2,12 @@
 import sys
 from pathlib import Path
 
-from ptb_harness.campaign.cells import CELL_DIR_PATTERN, HOURS_PATTERN, NAME_PATTERN
+from ptb_harness.campaign.cells import (
+    CELL_DIR_PATTERN,
+    COLLECT_OUTPUTS,
+    HOURS_PATTERN,
+    NAME_PATTERN,
+)
 from ptb_harness.campaign.config import load_config
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.campaign.resources import job_threads, rule_resources
@@ -19,18 +24,8 @@ RESULTS = config["paths"]["results_dir"]
 PYTHON = sys.executable
 # one directory per cell; the layout is defined once, in ptb_harness.campaign.cells
 CELL = f"{RESULTS}/{CELL_DIR_PATTERN}"
-TABLES = {
-    "cells": f"{RESULTS}/tables/cells.csv",
-    "leaderboard_csv": f"{RESULTS}/tables/leaderboard.csv",
-    "leaderboard_md": f"{RESULTS}/tables/leaderboard.md",
-    "leaderboard_html": f"{RESULTS}/tables/leaderboard.html",
-}
-PLOTS = {
-    "leaderboard_png": f"{RESULTS}/plots/leaderboard.png",
-    "heatmap_png": f"{RESULTS}/plots/heatmap.png",
-    "time_png": f"{RESULTS}/plots/time_vs_budget.png",
-}
-GPU_PLOTS = f"{RESULTS}/plots/gpu"
+# the campaign's tables and plots, named once in ptb_harness.campaign.cells
+OUT = {name: f"{RESULTS}/{rel}" for name, rel in COLLECT_OUTPUTS.items()}
 # every cell is judged when the campaign enables the judge (its flags change the leaderboard)
 JUDGED = ("judgement.json",) if config["judge"]["enabled"] else ()
 

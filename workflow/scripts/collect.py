@@ -7,10 +7,9 @@ from ptb_harness.results.plots import write_plots
 from ptb_harness.stages.job import stage
 
 with stage(snakemake.log[0], "collect") as log:
-    out = snakemake.output
+    # the rule's outputs are named as in ptb_harness.campaign.cells.COLLECT_OUTPUTS
+    paths = {name: Path(path) for name, path in snakemake.output.items()}
     campaign = Campaign(config=snakemake.config, workdir=Path.cwd())
-    table, board, weights = write_tables(campaign, Path(out.cells), Path(out.leaderboard_csv), Path(out.leaderboard_md))
-    plots = write_plots(
-        table, board, weights, Path(out.leaderboard_png).parent, Path(out.gpu_plots), Path(out.leaderboard_html)
-    )
+    table, board, weights = write_tables(campaign, paths)
+    plots = write_plots(table, board, weights, paths)
     log.info("%d cells tabulated: %s; %d plots", len(table), table["outcome"].value_counts().to_dict(), len(plots))

@@ -97,6 +97,25 @@ class Cell:
 #: pattern with {wildcards}, so there is one definition of the layout.
 CELL_DIR_PATTERN = "cells/{agent}/{task}/{model}/{hours}h-{num_gpus}gpu-run{run}"
 
+#: The campaign-wide outputs of collect below the results dir, by name. The collect rule
+#: names its outputs with these keys and `ptb-harness collect` writes the same paths, so
+#: the rule, the CLI, the tables and the plots agree on one list.
+COLLECT_OUTPUTS = {
+    "cells": "tables/cells.csv",
+    "leaderboard_csv": "tables/leaderboard.csv",
+    "leaderboard_md": "tables/leaderboard.md",
+    "leaderboard_html": "tables/leaderboard.html",
+    "leaderboard_png": "plots/leaderboard.png",
+    "heatmap_png": "plots/heatmap.png",
+    "time_png": "plots/time_vs_budget.png",
+    "gpu_plots": "plots/gpu",  # a directory: one PNG per cell with a GPU monitor
+}
+
+
+def collect_outputs(results_dir: Path) -> dict[str, Path]:
+    """COLLECT_OUTPUTS below a results dir."""
+    return {name: Path(results_dir) / rel for name, rel in COLLECT_OUTPUTS.items()}
+
 
 @dataclass(frozen=True)
 class Model:

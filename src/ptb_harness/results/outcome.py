@@ -186,16 +186,26 @@ def classify(rec: CellRecords, alive: Liveness = lambda state: None) -> tuple[st
     if evaluating and evaluating[0]:
         return "running", evaluating[1]
     if rec.solve is None:
-        solving = _running(rec.solve_state, alive)
-        if solving and solving[0]:
-            return "running", solving[1]
-        if (rec.preflight or {}).get("status") == "failed":
-            return "infra_failed", f"CUDA preflight failed, agent not started: {rec.preflight.get('reason', '?')}"
-        if solving:
-            return "infra_failed", solving[1]
-        if (rec.solve_state or {}).get("state") == "failed":
-            return "infra_failed", f"solve failed in the harness: {rec.solve_state.get('reason', '?')}"
-        return "pending", "not solved yet"
+        return _unsolved(rec, alive)
+    return _solved(rec, evaluating)
+
+
+def _unsolved(rec: CellRecords, alive: Liveness) -> tuple[str, str]:
+    """A cell without solve.json: its solve runs, died, failed in the harness, or never ran."""
+    solving = _running(rec.solve_state, alive)
+    if solving and solving[0]:
+        return "running", solving[1]
+    if (rec.preflight or {}).get("status") == "failed":
+        return "infra_failed", f"CUDA preflight failed, agent not started: {rec.preflight.get('reason', '?')}"
+    if solving:
+        return "infra_failed", solving[1]
+    if (rec.solve_state or {}).get("state") == "failed":
+        return "infra_failed", f"solve failed in the harness: {rec.solve_state.get('reason', '?')}"
+    return "pending", "not solved yet"
+
+
+def _solved(rec: CellRecords, evaluating: tuple[bool, str] | None) -> tuple[str, str]:
+    """A solved cell without a score: what its model and its scoring say."""
     agent = f"agent {rec.solve.get('description', '?')}"
     if not rec.solve.get("final_model_files"):
         return "agent_failed", f"{agent}; no final model"
@@ -207,7 +217,7 @@ def classify(rec: CellRecords, alive: Liveness = lambda state: None) -> tuple[st
         if fault:
             return "agent_failed", f"{agent}; the model cannot be scored: {fault}"
         return "infra_failed", f"scorer: {ev.get('reason', '?')}"
-    if evaluating:
+    if evaluating:  # a running record whose process is gone
         return "infra_failed", evaluating[1]
     if (rec.evaluate_state or {}).get("state") == "failed":
         return "infra_failed", f"evaluate failed in the harness: {rec.evaluate_state.get('reason', '?')}"

@@ -3,9 +3,8 @@ bars, a task heatmap, time used against budget, and a cell's GPU use over time."
 
 from __future__ import annotations
 
-import base64
-import html
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib
@@ -16,14 +15,7 @@ import pandas as pd
 
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.core.records import atomic_write_text
-from ptb_harness.results.collect import AGENT, LEGEND, WEIGHTED, Weights, leaderboard_wide, weights_line
-
-PLOT_NAMES = ("leaderboard.png", "heatmap.png", "time_vs_budget.png")
-_STYLE = (
-    "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
-    "td,th{border:1px solid #bbb;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
-    "tr.ref td{font-style:italic;color:#555}"
-)
+from ptb_harness.results.leaderboard import AGENT, WEIGHTED, Weights, leaderboard_html
 
 
 def _save(fig: plt.Figure, path: Path) -> None:
@@ -114,55 +106,29 @@ def gpu_over_time(monitor_csv: Path, path: Path, title: str) -> bool:
     return True
 
 
-def leaderboard_html(
-    board: pd.DataFrame, weights: Weights, table: pd.DataFrame, images: list[Path], path: Path
-) -> None:
-    """One self-contained page: the leaderboard table, its legend and weights, the plots
-    (embedded), and every cell without a score with its evidence."""
-    head, rows = leaderboard_wide(board)
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Leaderboard</title><style>{_STYLE}</style>"]
-    parts += ["</head><body><h1>Leaderboard</h1>", f"<p>{html.escape(LEGEND)}</p>", "<table id='leaderboard'>"]
-    parts.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
-    for kind, r in rows:
-        cls = "" if kind == AGENT else " class='ref'"
-        parts.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>")
-    parts += ["</table>", f"<p>{html.escape(weights_line(weights))}</p>"]
-    for img in images:
-        data = base64.b64encode(img.read_bytes()).decode()
-        parts.append(f"<p><img alt='{html.escape(img.stem)}' src='data:image/png;base64,{data}'></p>")
-    unscored = table[table["outcome"] != "scored"]
-    if len(unscored):
-        parts.append(f"<h2>Cells without a score ({len(unscored)})</h2><table id='unscored'>")
-        cols = ["agent", "task", "model", "hours", "num_gpus", "run", "outcome", "evidence"]
-        parts.append("<tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>")
-        for r in unscored[cols].itertuples(index=False):
-            parts.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>")
-        parts.append("</table>")
-    parts.append("</body></html>")
-    atomic_write_text(path, "\n".join(parts))
+def write_plots(table: pd.DataFrame, board: pd.DataFrame, weights: Weights, paths: Mapping[str, Path]) -> list[Path]:
+    """Every plot, to the paths named in COLLECT_OUTPUTS (`leaderboard_png`, `heatmap_png`,
+    `time_png`; one PNG per cell with a monitor CSV under `gpu_plots`); with a path named
+    `leaderboard_html`, also the self-contained leaderboard page, which embeds the first two."""
+    leaderboard_bars(board, paths["leaderboard_png"])
+    task_heatmap(board, paths["heatmap_png"])
+    time_vs_budget(table, paths["time_png"])
+    written = [paths["leaderboard_png"], paths["heatmap_png"], paths["time_png"]]
+    if "leaderboard_html" in paths:
+        page = leaderboard_html(board, weights, table, written[:2])
+        atomic_write_text(paths["leaderboard_html"], page)
+    if "gpu_plots" in paths:
+        written += gpu_plots(table, paths["gpu_plots"])
+    return written
 
 
-def write_plots(
-    table: pd.DataFrame,
-    board: pd.DataFrame,
-    weights: Weights,
-    plots_dir: Path,
-    gpu_dir: Path | None = None,
-    html_path: Path | None = None,
-) -> list[Path]:
-    """Every plot; GPU plots (one per cell with a monitor CSV) go to gpu_dir; with
-    html_path, also the self-contained leaderboard page."""
-    written = [plots_dir / n for n in PLOT_NAMES]
-    leaderboard_bars(board, written[0])
-    task_heatmap(board, written[1])
-    time_vs_budget(table, written[2])
-    if html_path is not None:
-        leaderboard_html(board, weights, table, written[:2], html_path)
-    if gpu_dir is not None:
-        gpu_dir.mkdir(parents=True, exist_ok=True)
-        for r in table.itertuples():
-            csv = Path(r.cell_dir) / "gpu_monitor.csv"
-            slug = Cell(r.agent, r.task, r.model, str(r.hours), int(r.num_gpus), int(r.run)).slug
-            if csv.is_file() and gpu_over_time(csv, gpu_dir / f"{slug}.png", slug):
-                written.append(gpu_dir / f"{slug}.png")
+def gpu_plots(table: pd.DataFrame, gpu_dir: Path) -> list[Path]:
+    """One GPU plot per cell with a monitor CSV, named by the cell's slug."""
+    gpu_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for r in table.itertuples():
+        csv = Path(r.cell_dir) / "gpu_monitor.csv"
+        slug = Cell(r.agent, r.task, r.model, str(r.hours), int(r.num_gpus), int(r.run)).slug
+        if csv.is_file() and gpu_over_time(csv, gpu_dir / f"{slug}.png", slug):
+            written.append(gpu_dir / f"{slug}.png")
     return written

@@ -20,50 +20,77 @@ _OPENCODE_TYPES = {"step_start", "text", "tool_use", "step_finish", "error"}
 _CODEX_PREFIXES = ("thread.", "turn.", "item.")
 
 
-def votes(obj: dict[str, Any]) -> dict[str, int]:
-    """The votes of one decoded JSON line."""
-    v: dict[str, int] = {}
-    t = obj.get("type")
+def _codex(obj: dict[str, Any], t: Any) -> dict[str, int]:
     # Codex exec --json: dotted event types; legacy: {"id", "msg": {"type"}}
-    if isinstance(t, str) and t.startswith(_CODEX_PREFIXES):
-        v["codex"] = 3
+    v = {"codex": 3} if isinstance(t, str) and t.startswith(_CODEX_PREFIXES) else {}
     msg = obj.get("msg")
     if "id" in obj and isinstance(msg, dict) and "type" in msg:
         v["codex_legacy"] = 3
     elif t is None and ("prompt" in obj or {"model", "provider"} <= set(obj)) and len(obj) <= 8:
         v["codex_legacy"] = 1  # its leading config and prompt lines
-    # Cursor: its own event types and keys; its init has apiKeySource but no tools
-    if t in ("thinking", "tool_call") or "call_id" in obj or "timestamp_ms" in obj:
-        v["cursor"] = 3
+    return v
+
+
+def _cursor(obj: dict[str, Any], t: Any) -> dict[str, int]:
+    # its own event types and keys; its init has apiKeySource but no tools
     if t == "system" and "apiKeySource" in obj and "tools" not in obj:
-        v["cursor"] = 5
-    # OpenCode: sessionID and a nested part, integer epoch-ms timestamps
-    part = obj.get("part")
-    if "sessionID" in obj and isinstance(part, dict):
-        v["opencode"] = 3
-    elif t in _OPENCODE_TYPES and isinstance(obj.get("timestamp"), int) and not isinstance(obj.get("timestamp"), bool):
-        v["opencode"] = 2
-    # Gemini CLI stream-json: ISO timestamp on every event, flat tool fields
+        return {"cursor": 5}
+    if t in ("thinking", "tool_call") or "call_id" in obj or "timestamp_ms" in obj:
+        return {"cursor": 3}
+    return {}
+
+
+def _opencode(obj: dict[str, Any], t: Any) -> dict[str, int]:
+    # sessionID and a nested part, integer epoch-ms timestamps
+    if "sessionID" in obj and isinstance(obj.get("part"), dict):
+        return {"opencode": 3}
+    stamp = obj.get("timestamp")
+    if t in _OPENCODE_TYPES and isinstance(stamp, int) and not isinstance(stamp, bool):
+        return {"opencode": 2}
+    return {}
+
+
+def _gemini(obj: dict[str, Any], t: Any) -> dict[str, int]:
+    # stream-json: ISO timestamp on every event, flat tool fields; --output-format json:
+    # one object with `response` and `stats`
+    v = {}
     if t in _GEMINI_TYPES and isinstance(obj.get("timestamp"), str):
-        v["gemini"] = 2
-        if t == "tool_use" and "tool_name" in obj:
-            v["gemini"] = 3
-    # Claude Code stream-json (Cursor's assistant/user events look alike: no vote then)
-    if t in _CLAUDE_TYPES and "cursor" not in v and "gemini" not in v:
-        message = obj.get("message")
-        if t == "system" and obj.get("subtype") == "init" and ("claude_code_version" in obj or "tools" in obj):
-            v["claude"] = 5
-        elif isinstance(message, dict) and isinstance(message.get("content"), list):
-            # Claude Code marks its messages; a bare {type, message} is Cursor-like: no vote
-            if "parent_tool_use_id" in obj or str(message.get("id", "")).startswith("msg_"):
-                v["claude"] = 2
-        elif t == "result" and ("total_cost_usd" in obj or "num_turns" in obj):
-            v["claude"] = 3
-        elif t in ("stream_event", "rate_limit_event"):
-            v["claude"] = 2
+        v["gemini"] = 3 if t == "tool_use" and "tool_name" in obj else 2
     if "response" in obj and "stats" in obj:
         v["gemini_json"] = 5
     return v
+
+
+def _claude(obj: dict[str, Any], t: Any) -> dict[str, int]:
+    """Claude Code stream-json (asked only when no Cursor or Gemini marker matched:
+    Cursor's assistant/user events look alike)."""
+    if t not in _CLAUDE_TYPES:
+        return {}
+    message = obj.get("message")
+    if t == "system" and obj.get("subtype") == "init" and ("claude_code_version" in obj or "tools" in obj):
+        return {"claude": 5}
+    if isinstance(message, dict) and isinstance(message.get("content"), list):
+        # Claude Code marks its messages; a bare {type, message} is Cursor-like: no vote
+        marked = "parent_tool_use_id" in obj or str(message.get("id", "")).startswith("msg_")
+        return {"claude": 2} if marked else {}
+    if t == "result" and ("total_cost_usd" in obj or "num_turns" in obj):
+        return {"claude": 3}
+    return {"claude": 2} if t in ("stream_event", "rate_limit_event") else {}
+
+
+def votes(obj: dict[str, Any]) -> dict[str, int]:
+    """The votes of one decoded JSON line."""
+    t = obj.get("type")
+    v = {**_codex(obj, t), **_cursor(obj, t), **_opencode(obj, t), **_gemini(obj, t)}
+    if "cursor" not in v and "gemini" not in v:
+        v.update(_claude(obj, t))
+    return v
+
+
+def explains(fmt: str, obj: dict[str, Any], types: frozenset[str]) -> bool:
+    """Whether a line of a trace detected as fmt is one of its events (else: foreign)."""
+    v = votes(obj)
+    return fmt in v if v else obj.get("type") in types
 
 
 def detect(objects: Iterable[dict[str, Any]]) -> tuple[str, Counter]:
@@ -73,5 +100,12 @@ def detect(objects: Iterable[dict[str, Any]]) -> tuple[str, Counter]:
         total.update(votes(obj))
     if not total:
         return "plain", total
-    (best, n), *rest = total.most_common()
-    return best, total
+    return total.most_common(1)[0][0], total
+
+
+def explains_too_little(explained: int, foreign_json: int, text: int) -> bool:
+    """Whether a detected format accounts for too small a part of the lines read to be
+    trusted: most JSON lines foreign, most lines text, or a handful of events among many
+    lines. The caller then keeps the trace as plain text, which loses nothing."""
+    other = foreign_json + text
+    return foreign_json > explained or text > explained + foreign_json or (explained < 3 and other > explained)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 from ptb_harness.traces.usage import Usage
@@ -28,12 +27,18 @@ def cut(text: Any, limit: int) -> str:
     return f"{text[:limit]} [... {len(text) - limit} more characters cut]"
 
 
+def _label(value: Any) -> str:
+    """A tool name or call id on one line: some CLIs put a literal newline in their call
+    ids, which would split the TOOL CALL/RESULT line in two."""
+    return str(value).replace("\r", "\\r").replace("\n", "\\n")
+
+
 def tool_call(name: Any, call_id: Any, args: Any) -> str:
-    return f"TOOL CALL {name} ({call_id}): {cut(args if args is not None else '', TOOL_INPUT_LIMIT)}"
+    return f"TOOL CALL {_label(name)} ({_label(call_id)}): {cut(args if args is not None else '', TOOL_INPUT_LIMIT)}"
 
 
 def tool_result(call_id: Any, output: Any, note: str = "") -> str:
-    return f"TOOL RESULT ({call_id}){note}: {cut(output if output is not None else '', TOOL_OUTPUT_LIMIT)}"
+    return f"TOOL RESULT ({_label(call_id)}){note}: {cut(output if output is not None else '', TOOL_OUTPUT_LIMIT)}"
 
 
 def one_line(text: Any) -> str:
@@ -54,9 +59,27 @@ class Renderer:
         self.events: Counter = Counter()
         #: usage.json's quantities (None = the trace does not say)
         self.tally = Usage()
+        self._held_kind: str | None = None
+        self._held: list[str] = []
 
-    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:  # pragma: no cover - abstract
+    def render(self, obj: dict[str, Any]) -> list[str]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def hold(self, kind: str, chunk: str) -> list[str]:
+        """Join consecutive streamed chunks of one kind (a thought sent token by token)
+        into one line; returns the line a change of kind releases."""
+        out = self.flush() if kind != self._held_kind else []
+        self._held_kind = kind
+        self._held.append(chunk)
+        return out
+
+    def flush(self) -> list[str]:
+        """The line still held back (at the end of the trace, or before another event)."""
+        if not self._held:
+            return []
+        line = f"{self._held_kind}: {one_line(''.join(self._held))}"
+        self._held, self._held_kind = [], None
+        return [line]
 
     def fact(self, key: str, value: Any) -> None:
         if value and key not in self.facts:
@@ -83,18 +106,11 @@ def _number_in(d: dict[str, Any], key: str) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _ms_to_iso(ms: Any) -> str:
-    try:
-        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (TypeError, ValueError, OverflowError, OSError):
-        return ""
-
-
 class Claude(Renderer):
     name = "claude"
     types = frozenset({"system", "assistant", "user", "result", "stream_event", "rate_limit_event"})
 
-    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+    def render(self, obj: dict[str, Any]) -> list[str]:
         t = obj.get("type")
         self.events[t] += 1
         if t == "system":
@@ -155,13 +171,17 @@ class Claude(Renderer):
         return []
 
 
+#: Codex items that are tool calls (each counted once, when it completes)
+_CODEX_TOOLS = ("command_execution", "file_change", "mcp_tool_call", "web_search")
+
+
 class Codex(Renderer):
     """Codex `exec --json`: thread/turn/item events."""
 
     name = "codex"
     types = frozenset({"thread.started", "turn.started", "turn.completed", "turn.failed", "error"})
 
-    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+    def render(self, obj: dict[str, Any]) -> list[str]:
         t = obj.get("type", "")
         self.events[t] += 1
         if t == "thread.started":
@@ -187,17 +207,27 @@ class Codex(Renderer):
 
     def _item(self, item: dict[str, Any], started: bool) -> list[str]:
         kind = item.get("type") or item.get("item_type")
-        if not started and kind in ("command_execution", "file_change", "mcp_tool_call", "web_search"):
-            self.tally.add("tool_calls", 1)
+        if kind in _CODEX_TOOLS:
+            if not started:
+                self.tally.add("tool_calls", 1)
+            return self._tool_item(kind, item, started)
+        if kind == "agent_message":
+            return [f"ASSISTANT: {one_line(item.get('text', ''))}"]
+        if kind == "reasoning":
+            return [f"THINKING: {one_line(item.get('text', ''))}"]
+        if kind == "todo_list":
+            return [f"SYSTEM: todo list: {cut(item.get('items'), TOOL_INPUT_LIMIT)}"]
+        if kind == "error":
+            return [f"ERROR: {one_line(item.get('message', ''))}"]
+        return []
+
+    @staticmethod
+    def _tool_item(kind: str, item: dict[str, Any], started: bool) -> list[str]:
         if kind == "command_execution":
             if started:
                 return [tool_call("shell", item.get("id"), item.get("command"))]
             out = item.get("aggregated_output", "")
             return [tool_result(item.get("id"), out, f" exit {item.get('exit_code')}")]
-        if kind == "agent_message":
-            return [f"ASSISTANT: {one_line(item.get('text', ''))}"]
-        if kind == "reasoning":
-            return [f"THINKING: {one_line(item.get('text', ''))}"]
         if kind == "file_change":
             changes = ", ".join(
                 f"{c.get('kind')} {c.get('path')}" for c in item.get("changes") or [] if isinstance(c, dict)
@@ -205,13 +235,7 @@ class Codex(Renderer):
             return [tool_call("apply_patch", item.get("id"), changes)]
         if kind == "mcp_tool_call":
             return [tool_call(f"{item.get('server')}.{item.get('tool')}", item.get("id"), item.get("arguments"))]
-        if kind == "web_search":
-            return [tool_call("web_search", item.get("id"), item.get("query"))]
-        if kind == "todo_list":
-            return [f"SYSTEM: todo list: {cut(item.get('items'), TOOL_INPUT_LIMIT)}"]
-        if kind == "error":
-            return [f"ERROR: {one_line(item.get('message', ''))}"]
-        return []
+        return [tool_call("web_search", item.get("id"), item.get("query"))]
 
 
 class CodexLegacy(Renderer):
@@ -220,7 +244,7 @@ class CodexLegacy(Renderer):
     name = "codex_legacy"
     types = frozenset()
 
-    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+    def render(self, obj: dict[str, Any]) -> list[str]:
         msg = obj.get("msg")
         if not isinstance(msg, dict):
             self.fact("model", obj.get("model"))
@@ -256,27 +280,11 @@ class Gemini(Renderer):
     name = "gemini"
     types = frozenset({"init", "message", "tool_use", "tool_result", "error", "result"})
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._delta_role: str | None = None
-        self._delta: list[str] = []
-
-    def flush(self) -> list[str]:
-        if not self._delta:
-            return []
-        role = "ASSISTANT" if self._delta_role == "assistant" else "USER"
-        line = f"{role}: {one_line(''.join(self._delta))}"
-        self._delta, self._delta_role = [], None
-        return [line]
-
-    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+    def render(self, obj: dict[str, Any]) -> list[str]:
         t = obj.get("type")
         self.events[t] += 1
         if t == "message" and obj.get("delta"):
-            out = self.flush() if obj.get("role") != self._delta_role else []
-            self._delta_role = obj.get("role")
-            self._delta.append(str(obj.get("content", "")))
-            return out
+            return self.hold("ASSISTANT" if obj.get("role") == "assistant" else "USER", str(obj.get("content", "")))
         out = self.flush()
         if t == "init":
             self.fact("model", obj.get("model"))
@@ -304,7 +312,7 @@ class GeminiJson(Renderer):
     name = "gemini_json"
     types = frozenset()
 
-    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+    def render(self, obj: dict[str, Any]) -> list[str]:
         self.events["response"] += 1
         stats = obj.get("stats") or {}
         for model, m in (stats.get("models") or {}).items():
@@ -320,7 +328,7 @@ class OpenCode(Renderer):
     name = "opencode"
     types = frozenset({"step_start", "text", "tool_use", "step_finish", "error"})
 
-    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+    def render(self, obj: dict[str, Any]) -> list[str]:
         t = obj.get("type")
         self.events[t] += 1
         part = obj.get("part") or {}
@@ -350,9 +358,14 @@ class Cursor(Renderer):
     name = "cursor"
     types = frozenset({"system", "user", "assistant", "thinking", "tool_call", "result"})
 
-    def render(self, obj: dict[str, Any], stamp: str) -> list[str]:
+    def render(self, obj: dict[str, Any]) -> list[str]:
         t = obj.get("type")
         self.events[t] += 1
+        if t == "thinking":  # streamed token by token: one line per thought
+            return self.hold("THINKING", str(obj["text"])) if obj.get("text") else self.flush()
+        return self.flush() + self._event(obj, t)
+
+    def _event(self, obj: dict[str, Any], t: Any) -> list[str]:
         if t == "system":
             self.fact("model", obj.get("model"))
             return [f"SYSTEM: init, model {obj.get('model', '?')}"]
@@ -360,8 +373,6 @@ class Cursor(Renderer):
             content = (obj.get("message") or {}).get("content") or []
             text = "".join(c.get("text", "") for c in content if isinstance(c, dict))
             return [f"{'ASSISTANT' if t == 'assistant' else 'USER'}: {one_line(text)}"] if text else []
-        if t == "thinking":
-            return [f"THINKING: {one_line(obj.get('text', ''))}"] if obj.get("text") else []
         if t == "tool_call":
             call = obj.get("tool_call") or {}
             name, body = next(iter(call.items()), ("tool", {}))

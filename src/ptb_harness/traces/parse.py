@@ -11,13 +11,14 @@ import json
 import os
 import shutil
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ptb_harness.traces.detect import detect, votes
+from ptb_harness.traces.detect import detect, explains, explains_too_little, votes
 from ptb_harness.traces.formats import RENDERERS, Renderer
-from ptb_harness.traces.lines import read_lines, strip_prefixes
+from ptb_harness.traces.lines import Line, read_lines, strip_prefixes
 from ptb_harness.traces.redact import BlockWriter, RedactedFile, Redactor
 from ptb_harness.traces.usage import Usage
 
@@ -42,6 +43,8 @@ class TraceStats:
     votes: dict[str, int] = field(default_factory=dict)
     #: usage.json: tokens, cost, turns, tool calls, resumes (None = the trace does not say)
     usage: dict = field(default_factory=dict)
+    #: why a format that won the vote was not used ('' when it was)
+    note: str = ""
 
     def summary(self) -> str:
         red = sum(self.redactions.values())
@@ -50,24 +53,38 @@ class TraceStats:
             f"{self.noise_lines} non-JSON lines and {self.foreign_json_lines} foreign JSON lines skipped"
             + (f", {self.oversized_lines} oversized lines skipped" if self.oversized_lines else "")
             + f", {red} secret occurrence(s) redacted"
+            + (f"; {self.note}" if self.note else "")
         )
 
 
-def _detect(path: Path) -> tuple[str, Counter, dict | None]:
+def _detect(path: Path) -> tuple[str, Counter, dict | None, str]:
+    """(format, vote totals, the whole file as one object or None, why the vote's winner
+    was not used or ''), from the first DETECT_LINES lines."""
     counts: dict[str, int] = {}
     objects = []
+    text = 0
     with open(path, "rb") as f:
         for i, line in enumerate(read_lines(f, counts)):
             if line.obj is not None:
                 objects.append(line.obj)
+            else:
+                text += bool(line.body.strip())
             if i >= DETECT_LINES:
                 break
     fmt, tally = detect(objects)
-    if fmt == "plain" and path.stat().st_size <= WHOLE_OBJECT_MAX:
-        whole = _whole_object(path)
+    if fmt == "plain":
+        whole = _whole_object(path) if path.stat().st_size <= WHOLE_OBJECT_MAX else None
         if whole is not None and "gemini_json" in votes(whole):
-            return "gemini_json", Counter(gemini_json=1), whole
-    return fmt, tally, None
+            return "gemini_json", Counter(gemini_json=1), whole, ""
+        return fmt, tally, None, ""
+    explained = sum(explains(fmt, obj, RENDERERS[fmt].types) for obj in objects)
+    if explains_too_little(explained, len(objects) - explained, text):
+        note = (
+            f"{fmt} would explain only {explained} of {len(objects) + text} lines read "
+            f"({len(objects) - explained} other JSON, {text} text): kept as plain text"
+        )
+        return "plain", tally, None, note
+    return fmt, tally, None, ""
 
 
 def _whole_object(path: Path) -> dict | None:
@@ -115,8 +132,8 @@ def parse_trace_file(
     """
     raw, parsed = Path(raw), Path(parsed)
     redact = Redactor(secrets or {})
-    fmt, tally, whole = ("plain", Counter(), None) if raw_only else _detect(raw)
-    stats = TraceStats(format="raw" if raw_only else fmt, votes=dict(tally))
+    fmt, tally, whole, note = ("plain", Counter(), None, "") if raw_only else _detect(raw)
+    stats = TraceStats(format="raw" if raw_only else fmt, votes=dict(tally), note=note)
     tmp = {p: p.with_name(f".{p.name}.tmp") for p in (parsed, sanitized_raw, sanitized_parsed) if p is not None}
     body, body_s = parsed.with_name(f".{parsed.name}.body"), parsed.with_name(f".{parsed.name}.body_s")
     renderer = RENDERERS[fmt]() if fmt in RENDERERS else None
@@ -135,20 +152,11 @@ def parse_trace_file(
         for sink in sinks:
             stats.redactions.update(sink.close())
         header = "\n".join(_header(stats, renderer)) + "\n" if renderer is not None else ""
-        for target, part in ((parsed, body), (sanitized_parsed, body_s)):
-            if target is None:
-                continue
-            with open(tmp[target], "wb") as dst, open(part, "rb") as src_part:
-                data = header.encode()
-                dst.write(redact(data) if target is sanitized_parsed else data)
-                shutil.copyfileobj(src_part, dst, 1 << 20)
+        _assemble(header, {parsed: body, sanitized_parsed: body_s}, tmp, redact, sanitized_parsed)
         stats.redactions.update(redact.hits)
         stats.usage = (renderer.tally if renderer is not None else Usage()).record(stats.format)
-        os.chmod(tmp[parsed], 0o600)
-        for p in (sanitized_raw, sanitized_parsed):
-            if p is not None:
-                os.chmod(tmp[p], 0o644)
         for final, t in tmp.items():
+            os.chmod(t, 0o600 if final == parsed else 0o644)
             os.replace(t, final)
     finally:
         for sink in sinks:
@@ -158,47 +166,62 @@ def parse_trace_file(
     return stats
 
 
+def _assemble(
+    header: str, bodies: dict[Path | None, Path], tmp: dict[Path, Path], redact: Redactor, sanitized: Path | None
+) -> None:
+    """Each transcript's temp file: the header (known only now, it holds the totals), then
+    its body, copied on disk."""
+    for target, part in bodies.items():
+        if target is None:
+            continue
+        with open(tmp[target], "wb") as dst, open(part, "rb") as src_part:
+            data = header.encode()
+            dst.write(redact(data) if target == sanitized else data)
+            shutil.copyfileobj(src_part, dst, 1 << 20)
+
+
+def _write(out: BlockWriter, texts: list[str], stamp: str = "") -> int:
+    """Write one event's lines (all with the event's time prefix); returns how many."""
+    if texts:
+        # one join per event: a per-line f-string copied every line twice
+        prefix = f"[{stamp}] " if stamp else ""
+        out.write((prefix + f"\n{prefix}".join(texts) + "\n").encode("utf-8", "replace"))
+    return len(texts)
+
+
 def _render_lines(
     src: BinaryIO, out: BlockWriter, renderer: Renderer | None, fmt: str, whole: dict | None, stats: TraceStats
 ) -> None:
     """The transcript's body: every line of src rendered (or copied, for plain traces)."""
     counts: dict[str, int] = {}
-    if whole is not None and renderer is not None:
-        stats.rendered_events = 1
-        for text in renderer.render(whole, ""):
-            out.write(text.encode("utf-8", "replace") + b"\n")
-            stats.transcript_lines += 1
     if renderer is None:  # plain or raw-only: the transcript is the trace itself
         for line in read_lines(src, counts, decode_json=False):
             out.write(line.raw + b"\n")
-    elif whole is None:
-        render, types = renderer.render, renderer.types
-        noise = foreign = rendered = written = 0
-        for line in read_lines(src, counts):
-            obj = line.obj
-            if obj is None:
-                noise += bool(line.body.strip())
-                continue
-            v = votes(obj)
-            if (v and fmt not in v) or (not v and obj.get("type") not in types):
-                foreign += 1
-                continue
-            rendered += 1
-            texts = render(obj, line.stamp)
-            if texts:
-                # one join per event: a per-line f-string copied every line twice
-                prefix = f"[{line.stamp}] " if line.stamp else ""
-                text = prefix + f"\n{prefix}".join(texts) + "\n"
-                out.write(text.encode("utf-8", "replace"))
-                written += len(texts)
-        stats.noise_lines, stats.foreign_json_lines = noise, foreign
-        stats.rendered_events, stats.transcript_lines = rendered, stats.transcript_lines + written
-    else:
+    elif whole is not None:  # one pretty-printed object: rendered once, the lines only counted
+        stats.rendered_events = 1
+        stats.transcript_lines += _write(out, renderer.render(whole))
         for _ in read_lines(src, counts, decode_json=False):
             pass
-    if renderer is not None and hasattr(renderer, "flush"):
-        for text in renderer.flush():
-            out.write(text.encode("utf-8", "replace") + b"\n")
-            stats.transcript_lines += 1
+    else:
+        _render_events(read_lines(src, counts), out, renderer, fmt, stats)
+    if renderer is not None:
+        stats.transcript_lines += _write(out, renderer.flush())
     stats.lines = counts.get("lines", 0)
     stats.oversized_lines = counts.get("oversized", 0)
+
+
+def _render_events(lines: Iterable[Line], out: BlockWriter, renderer: Renderer, fmt: str, stats: TraceStats) -> None:
+    """Every line that is an event of fmt rendered; noise and foreign JSON only counted."""
+    render, types = renderer.render, renderer.types
+    noise = foreign = rendered = written = 0
+    for line in lines:
+        obj = line.obj
+        if obj is None:
+            noise += bool(line.body.strip())
+        elif not explains(fmt, obj, types):
+            foreign += 1
+        else:
+            rendered += 1
+            written += _write(out, render(obj), line.stamp)
+    stats.noise_lines, stats.foreign_json_lines = noise, foreign
+    stats.rendered_events, stats.transcript_lines = rendered, stats.transcript_lines + written

@@ -1,0 +1,252 @@
+"""The leaderboard: its statistics from the cell table, and its Markdown and HTML renderings.
+
+A row per entry (an agent, or an agent at one budget and GPU count when the campaign has
+several) and per task:
+- `mean`: the mean over models of each model's mean over its scored repeats;
+- `std`: the sample standard deviation over repeats of the per-repeat mean over models
+  (repeats in which every model is scored; empty with fewer than two);
+- `n_scored`/`n_cells`: the cells behind it. A task some model has no score for is
+  `complete = False`, and an entry's weighted average needs every task complete.
+Reference rows: the base models (the `leaderboard.base_agent`'s cells, normally `noop`)
+and, when configured, the instruct models' published scores.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+WEIGHTED = "weighted average"
+BASE, INSTRUCT, AGENT = "base model", "instruct model", "agent"
+LEGEND = (
+    "Accuracy: mean over models of the mean over repeats; ± sample std over repeats; "
+    "(scored/total cells); * = some model has no score for this task; — = nothing scored."
+)
+_STYLE = (
+    "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+    "td,th{border:1px solid #bbb;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
+    "tr.ref td{font-style:italic;color:#555}"
+)
+#: The cell-table columns listed for every cell without a score.
+UNSCORED_COLUMNS = ["agent", "task", "model", "hours", "num_gpus", "run", "outcome", "evidence"]
+_UNSCORED_HEAD = ["agent", "task", "model", "hours", "GPUs", "run", "outcome", "evidence"]
+
+
+def _entry_names(table: pd.DataFrame) -> pd.Series:
+    """An agent's name, with its budget and GPUs when the campaign has several settings."""
+    settings = table[["hours", "num_gpus"]].drop_duplicates()
+    if len(settings) <= 1:
+        return table["agent"]
+    return table["agent"] + " (" + table["hours"].astype(str) + "h, " + table["num_gpus"].astype(str) + " GPU)"
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Task weights (sum 1), how they were made, and why none could be made (or '')."""
+
+    by_task: dict[str, float]
+    rule: str
+    problem: str = ""
+
+
+def task_weights(board_config: Mapping[str, Any], tasks: list[str], base_means: Mapping[str, float]) -> Weights:
+    """The weights of `leaderboard.weighting`. For `inverse_gap` (PostTrainBench):
+    w_t proportional to 1 / (instruct_t - base_t), instruct_t the mean over models of the
+    configured instruct scores, base_t the base models' mean score; normalised to sum 1."""
+    rule = board_config.get("weighting", "equal")
+    if rule == "equal":
+        return Weights({t: 1 / len(tasks) for t in tasks}, rule)
+    if rule == "explicit":
+        raw = {t: float(board_config["weights"][t]) for t in tasks}
+    else:
+        raw = {}
+        for t in tasks:
+            scores = board_config["instruct_scores"][t]
+            instruct = sum(scores.values()) / len(scores)
+            base = base_means.get(t)
+            if base is None or math.isnan(base):
+                return Weights({}, rule, f"task {t}: the base models have no complete score yet")
+            if instruct <= base:
+                return Weights({}, rule, f"task {t}: instruct {instruct:.4f} <= base {base:.4f}, no gap to weigh by")
+            raw[t] = 1 / (instruct - base)
+    total = sum(raw.values())
+    return Weights({t: w / total for t, w in raw.items()}, rule)
+
+
+def _task_stats(cells: pd.DataFrame, models: list[str]) -> tuple[dict[str, Any], pd.Series]:
+    """(mean, std over repeats and counts of one entry's cells for one task; the mean over
+    models of each repeat in which every model is scored)."""
+    scored = cells.dropna(subset=["accuracy"])
+    per_model = scored.groupby("model")["accuracy"].mean()
+    per_run = scored.pivot_table(index="run", columns="model", values="accuracy", aggfunc="mean")
+    run_means = per_run.reindex(columns=models).dropna().mean(axis=1)
+    stats = {
+        "mean": per_model.mean() if len(per_model) else math.nan,
+        "std": run_means.std(ddof=1) if len(run_means) >= 2 else math.nan,
+        "n_scored": len(scored),
+        "n_cells": len(cells),
+        "n_models_scored": len(per_model),
+        "n_models": len(models),
+        "complete": len(per_model) == len(models),
+    }
+    return stats, run_means
+
+
+def _instruct_rows(board_config: Mapping[str, Any], models: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for task, scores in sorted((board_config.get("instruct_scores") or {}).items()):
+        vals = [scores[m] for m in models if m in scores]
+        rows.append(
+            {
+                "kind": INSTRUCT,
+                "entry": "instruct models (published)",
+                "task": task,
+                "mean": sum(vals) / len(vals) if vals else math.nan,
+                "std": math.nan,
+                "n_scored": 0,
+                "n_cells": 0,
+                "n_models_scored": len(vals),
+                "n_models": len(models),
+                "complete": len(vals) == len(models),
+            }
+        )
+    return rows
+
+
+def _weighted_rows(
+    per_task: pd.DataFrame, weights: Weights, tasks: list[str], run_means: dict[tuple[str, str], pd.Series]
+) -> list[dict[str, Any]]:
+    """One `weighted average` row per entry: empty unless every task is complete."""
+    rows = []
+    for (kind, entry), part in per_task.groupby(["kind", "entry"], sort=False):
+        by_task = part.set_index("task")
+        complete = bool(weights.by_task) and all(t in by_task.index and by_task.loc[t, "complete"] for t in tasks)
+        mean = sum(weights.by_task[t] * by_task.loc[t, "mean"] for t in tasks) if complete else math.nan
+        std = math.nan
+        if complete and kind != INSTRUCT:
+            per_run = pd.concat([run_means[(entry, t)] * weights.by_task[t] for t in tasks], axis=1).dropna()
+            std = per_run.sum(axis=1).std(ddof=1) if len(per_run) >= 2 else math.nan
+        rows.append(
+            {
+                "kind": kind,
+                "entry": entry,
+                "task": WEIGHTED,
+                "mean": mean,
+                "std": std,
+                "n_scored": int(part["n_scored"].sum()),
+                "n_cells": int(part["n_cells"].sum()),
+                "n_models_scored": int(part["n_models_scored"].min()),
+                "n_models": int(part["n_models"].max()),
+                "complete": complete,
+            }
+        )
+    return rows
+
+
+def leaderboard(table: pd.DataFrame, board_config: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, Weights]:
+    """Long-form leaderboard (kind, entry, task, mean, std, counts, weight) and the weights."""
+    board_config = board_config or {}
+    base_agent = board_config.get("base_agent", "noop")
+    table = table.assign(entry=_entry_names(table))
+    tasks = sorted(table["task"].unique())
+    models = sorted(table["model"].unique())
+    rows = []
+    run_means: dict[tuple[str, str], pd.Series] = {}
+    for (entry, agent), cells in table.groupby(["entry", "agent"], sort=True):
+        kind = BASE if agent == base_agent else AGENT
+        for task in tasks:
+            stats, run_means[(entry, task)] = _task_stats(cells[cells["task"] == task], models)
+            rows.append({"kind": kind, "entry": entry, "task": task, **stats})
+    base_means = {r["task"]: r["mean"] for r in rows if r["kind"] == BASE and r["complete"]}
+    weights = task_weights(board_config, tasks, base_means)
+    rows += _instruct_rows(board_config, models)
+    rows += _weighted_rows(pd.DataFrame(rows), weights, tasks, run_means)
+    board = pd.DataFrame(rows)
+    board["weight"] = board["task"].map({**weights.by_task, WEIGHTED: 1.0})
+    order = {AGENT: 0, BASE: 1, INSTRUCT: 2}
+    board = board.sort_values(["kind", "entry", "task"], key=lambda c: c.map(order) if c.name == "kind" else c)
+    return board.reset_index(drop=True), weights
+
+
+# -- rendering -----------------------------------------------------------------------------
+
+
+def _fmt(r: Any) -> str:
+    if r["kind"] == INSTRUCT:
+        return "—" if math.isnan(r["mean"]) else f"{r['mean']:.3f}"
+    if r["n_scored"] == 0 or math.isnan(r["mean"]):
+        return f"— ({r['n_scored']}/{r['n_cells']})"
+    std = "" if math.isnan(r["std"]) else f" ± {r['std']:.3f}"
+    star = "" if r["complete"] else "*"
+    return f"{r['mean']:.3f}{std}{star} ({r['n_scored']}/{r['n_cells']})"
+
+
+def leaderboard_wide(board: pd.DataFrame) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """(header, [(kind, row)]): entries (agents, then references) by tasks and the
+    weighted average."""
+    tasks = sorted(t for t in board["task"].unique() if t != WEIGHTED)
+    cols = [*tasks, WEIGHTED]
+    rows = []
+    for (kind, entry), part in board.groupby(["kind", "entry"], sort=False):
+        by_task = part.set_index("task")
+        label = entry if kind == AGENT else f"{kind}: {entry}"
+        rows.append((kind, [label, *(_fmt(by_task.loc[t]) if t in by_task.index else "" for t in cols)]))
+    return ["entry", *cols], rows
+
+
+def weights_line(weights: Weights) -> str:
+    if weights.by_task:
+        wline = ", ".join(f"{t} {w:.3f}" for t, w in weights.by_task.items())
+        return f"Task weights ({weights.rule}): {wline}."
+    return f"No weighted average: weights ({weights.rule}) undefined: {weights.problem}."
+
+
+def leaderboard_markdown(board: pd.DataFrame, weights: Weights, table: pd.DataFrame) -> str:
+    """The leaderboard, its legend and weights, the cell counts and every cell without a score."""
+    head, rows = leaderboard_wide(board)
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---|" * (len(head) - 1)]
+    lines += ["| " + " | ".join(r) + " |" for _, r in rows]
+    counts = table["outcome"].value_counts()
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items())
+    out = ["# Leaderboard", "", LEGEND, "", *lines, "", weights_line(weights), ""]
+    out += [f"Cells: {len(table)} ({summary}).", ""]
+    unscored = table[table["outcome"] != "scored"]
+    if len(unscored):
+        out += ["## Cells without a score", "", "| " + " | ".join(_UNSCORED_HEAD) + " |"]
+        out += ["|" + "---|" * len(UNSCORED_COLUMNS)]
+        for r in unscored[UNSCORED_COLUMNS].itertuples(index=False):
+            out.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def leaderboard_html(board: pd.DataFrame, weights: Weights, table: pd.DataFrame, images: list[Path]) -> str:
+    """One self-contained page: the leaderboard table, its legend and weights, the plots
+    (embedded), and every cell without a score with its evidence."""
+    head, rows = leaderboard_wide(board)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Leaderboard</title><style>{_STYLE}</style>"]
+    parts += ["</head><body><h1>Leaderboard</h1>", f"<p>{html.escape(LEGEND)}</p>", "<table id='leaderboard'>"]
+    parts.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
+    for kind, r in rows:
+        cls = "" if kind == AGENT else " class='ref'"
+        parts.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>")
+    parts += ["</table>", f"<p>{html.escape(weights_line(weights))}</p>"]
+    for img in images:
+        data = base64.b64encode(img.read_bytes()).decode()
+        parts.append(f"<p><img alt='{html.escape(img.stem)}' src='data:image/png;base64,{data}'></p>")
+    unscored = table[table["outcome"] != "scored"]
+    if len(unscored):
+        parts.append(f"<h2>Cells without a score ({len(unscored)})</h2><table id='unscored'>")
+        parts.append("<tr>" + "".join(f"<th>{c}</th>" for c in _UNSCORED_HEAD) + "</tr>")
+        for r in unscored[UNSCORED_COLUMNS].itertuples(index=False):
+            parts.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>")
+        parts.append("</table>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
