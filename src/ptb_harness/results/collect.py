@@ -14,7 +14,7 @@ import pandas as pd
 
 from ptb_harness.campaign.cells import Campaign
 from ptb_harness.core.records import atomic_write_text
-from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown
+from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
 from ptb_harness.results.outcome import cell_outcome, local_liveness
 
 CELL_COLUMNS = [
@@ -76,11 +76,13 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
 
 
 def write_tables(campaign: Campaign, paths: Mapping[str, Path]) -> tuple[pd.DataFrame, pd.DataFrame, Weights]:
-    """The cell table and the leaderboard (CSV and Markdown), each written atomically to
-    the paths named `cells`, `leaderboard_csv`, `leaderboard_md` (see COLLECT_OUTPUTS);
-    returns (cell table, leaderboard, weights)."""
-    table = cell_table(campaign)
-    board, weights = leaderboard(table, campaign.config.get("leaderboard"))
+    """The cell table (with the leaderboard's `score` and `substituted` columns) and the
+    leaderboard (CSV and Markdown), each written atomically to the paths named `cells`,
+    `leaderboard_csv`, `leaderboard_md` (see COLLECT_OUTPUTS); returns (cell table,
+    leaderboard, weights)."""
+    board_config = campaign.config.get("leaderboard")
+    table = with_fallback(cell_table(campaign), board_config)
+    board, weights = leaderboard(table, board_config)
     atomic_write_text(paths["cells"], table.to_csv(index=False))
     atomic_write_text(paths["leaderboard_csv"], board.to_csv(index=False))
     atomic_write_text(paths["leaderboard_md"], leaderboard_markdown(board, weights, table))
