@@ -80,9 +80,14 @@ def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = 
     pending = Counter(s.evidence for s in statuses if s.outcome == "pending")
     if pending and not show_pending:
         out += ["", "pending (--all lists them): " + "; ".join(f"{n} {why}" for why, n in pending.most_common())]
-    unscored = total["pending"] + total["agent_failed"] + total["infra_failed"]
-    if unscored:
-        out += ["", f"{unscored} cells lack a score; `ptb-harness status --targets` names their metrics.json."]
+    rerun = total["pending"] + total["infra_failed"]
+    if rerun:
+        out += ["", f"{rerun} cells can still be scored; `ptb-harness status --targets` names their metrics.json."]
+    if total["agent_failed"]:
+        out += [
+            f"{total['agent_failed']} cells are agent_failed: final, left out of --targets "
+            "(--include-agent-failed lists them too)."
+        ]
     return "\n".join(out)
 
 
@@ -98,7 +103,10 @@ def as_json(campaign: Campaign, statuses: list[CellStatus]) -> str:
     )
 
 
-def targets(statuses: list[CellStatus]) -> list[str]:
+def targets(statuses: list[CellStatus], include_agent_failed: bool = False) -> list[str]:
     """metrics.json of every cell that lacks a score and is not running: give these to
-    Snakemake and it plans only them (fast at any campaign size)."""
-    return [s.target for s in statuses if s.outcome not in ("scored", "running")]
+    Snakemake and it plans only them (fast at any campaign size). An agent's failure is
+    final (rescoring a model that cannot be loaded fails the same way, every time), so
+    agent_failed cells are left out unless asked for."""
+    skip = {"scored", "running"} | (set() if include_agent_failed else {"agent_failed"})
+    return [s.target for s in statuses if s.outcome not in skip]
