@@ -11,6 +11,7 @@ the trace holds both turns. Add an agent by adding an AgentCase.
 
 from __future__ import annotations
 
+import csv
 import json
 import secrets
 import shutil
@@ -149,6 +150,11 @@ def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name):
     assert parsed.splitlines()[0] == f"# trace format: {name} (detected from content)"
     assert case.tool_line in parsed
     assert_usage_is_what_the_server_sent(result, tool_calls=1, resumes=0, format=name)
+    tables = result.workdir / "results" / "tables"
+    row = next(csv.DictReader((tables / "cells.csv").open()))
+    assert int(row["input_tokens"]) == result.plan.total_sent()["input_tokens"]
+    assert (row["cost_usd"] != "") == (name == "claude")  # only Claude's trace states a cost
+    assert "## Tokens and cost per entry" in (tables / "leaderboard.md").read_text()
     assert_key_only_in_auth_header(case, result, key)
     assert_no_other_host(case, result)
     assert processes_under(result.job_root) == []

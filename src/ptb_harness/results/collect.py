@@ -16,6 +16,7 @@ from ptb_harness.campaign.cells import Campaign
 from ptb_harness.core.records import atomic_write_text
 from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
 from ptb_harness.results.outcome import cell_outcome, local_liveness
+from ptb_harness.results.usage import USAGE_COLUMNS, cell_usage, typed
 
 CELL_COLUMNS = [
     "agent",
@@ -34,6 +35,7 @@ CELL_COLUMNS = [
     "budget_s",
     "final_model_files",
     "eval_attempts",
+    *USAGE_COLUMNS,
     "cell_dir",
 ]
 
@@ -64,6 +66,7 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 "budget_s": cell.budget_seconds,
                 "final_model_files": solve.get("final_model_files"),
                 "eval_attempts": len((rec.evaluate or {}).get("attempts", [])) or None,
+                **cell_usage(cdir),
                 "cell_dir": str(cdir),
             }
         )
@@ -72,7 +75,7 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
         table[col] = pd.to_numeric(table[col])
     for col in ("solve_exit_code", "final_model_files", "eval_attempts"):
         table[col] = table[col].astype("Int64")
-    return table
+    return typed(table)
 
 
 def write_tables(campaign: Campaign, paths: Mapping[str, Path]) -> tuple[pd.DataFrame, pd.DataFrame, Weights]:

@@ -29,6 +29,8 @@ from typing import Any
 
 import pandas as pd
 
+from ptb_harness.results.usage import USAGE_COLUMNS, usage_markdown, usage_rows
+
 WEIGHTED = "weighted average"
 BASE, INSTRUCT, AGENT = "base model", "instruct model", "agent"
 LEGEND = (
@@ -300,6 +302,7 @@ def leaderboard_markdown(board: pd.DataFrame, weights: Weights, table: pd.DataFr
     out = ["# Leaderboard", "", LEGEND, "", *lines, ""]
     out += [f"{note}\n" for note in footnotes(board)] + [weights_line(weights), ""]
     out += [f"Cells: {len(table)} ({summary}).", ""]
+    out += usage_markdown(table) if "input_tokens" in table else []
     unscored = table[table["outcome"] != "scored"]
     if len(unscored):
         out += ["## Cells without a score", "", "| " + " | ".join(_UNSCORED_HEAD) + " |"]
@@ -323,6 +326,12 @@ def leaderboard_html(board: pd.DataFrame, weights: Weights, table: pd.DataFrame,
     parts.append("</table>")
     parts += [f"<p class='footnote'>{html.escape(note)}</p>" for note in footnotes(board)]
     parts.append(f"<p>{html.escape(weights_line(weights))}</p>")
+    if "input_tokens" in table and not table[list(USAGE_COLUMNS)].isna().all().all():
+        head, rows = usage_rows(table)
+        parts.append("<h2>Tokens and cost per entry</h2><table id='usage'>")
+        parts.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
+        parts += ["<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in rows]
+        parts.append("</table>")
     for img in images:
         data = base64.b64encode(img.read_bytes()).decode()
         parts.append(f"<p><img alt='{html.escape(img.stem)}' src='data:image/png;base64,{data}'></p>")
