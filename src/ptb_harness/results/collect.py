@@ -14,6 +14,7 @@ import pandas as pd
 
 from ptb_harness.campaign.cells import Campaign
 from ptb_harness.core.records import atomic_write_text
+from ptb_harness.results.flags import cell_flag
 from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
 from ptb_harness.results.outcome import cell_outcome, local_liveness
 from ptb_harness.results.usage import USAGE_COLUMNS, cell_usage, typed
@@ -36,6 +37,9 @@ CELL_COLUMNS = [
     "final_model_files",
     "eval_attempts",
     *USAGE_COLUMNS,
+    "flagged",
+    "flag",
+    "flag_justification",
     "cell_dir",
 ]
 
@@ -43,9 +47,12 @@ CELL_COLUMNS = [
 def cell_table(campaign: Campaign) -> pd.DataFrame:
     rows = []
     alive = local_liveness()
+    judged = bool((campaign.config.get("judge") or {}).get("enabled"))
     for cell in campaign.cells():
         cdir = campaign.cell_dir(cell)
         outcome, evidence, rec = cell_outcome(cdir, alive)
+        # a scored cell of a judged campaign without a verdict is flagged (fail closed)
+        flag = cell_flag(cdir, judged and outcome == "scored")
         solve = rec.solve or {}
         metrics = rec.metrics or {}
         rows.append(
@@ -67,6 +74,9 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 "final_model_files": solve.get("final_model_files"),
                 "eval_attempts": len((rec.evaluate or {}).get("attempts", [])) or None,
                 **cell_usage(cdir),
+                "flagged": flag is not None,
+                "flag": flag.reason if flag else "",
+                "flag_justification": flag.justification if flag else "",
                 "cell_dir": str(cdir),
             }
         )

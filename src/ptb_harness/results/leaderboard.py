@@ -50,6 +50,17 @@ _STYLE = (
 #: The cell-table columns listed for every cell without a score.
 UNSCORED_COLUMNS = ["agent", "task", "model", "hours", "num_gpus", "run", "outcome", "evidence"]
 _UNSCORED_HEAD = ["agent", "task", "model", "hours", "GPUs", "run", "outcome", "evidence"]
+FLAGGED_COLUMNS = ["agent", "task", "model", "hours", "num_gpus", "run", "flag", "counted", "flag_justification"]
+_FLAGGED_HEAD = ["agent", "task", "model", "hours", "GPUs", "run", "flag", "counted as", "justification"]
+
+
+def flagged_cells(table: pd.DataFrame) -> pd.DataFrame:
+    """The cells a judge flagged (or could not judge), with how the leaderboard counts them."""
+    if "flagged" not in table:
+        return table.iloc[0:0].assign(counted="")
+    flagged = table[table["flagged"].fillna(False).astype(bool)]
+    sub = flagged["substituted"] if "substituted" in flagged else pd.Series(False, index=flagged.index)
+    return flagged.assign(counted=["base model's score" if s else "left out" for s in sub.fillna(False)])
 
 
 def _entry_names(table: pd.DataFrame) -> pd.Series:
@@ -106,13 +117,14 @@ def with_fallback(table: pd.DataFrame, board_config: Mapping[str, Any] | None = 
     The base score of a task and model is the mean of the base agent's scored repeats; a
     cell with none to fall back on stays empty."""
     board_config = board_config or {}
-    table = table.assign(score=table["accuracy"], substituted=False)
+    flagged = table["flagged"].fillna(False).astype(bool) if "flagged" in table else pd.Series(False, index=table.index)
+    # a flagged score is never the agent's: left out, or the base model's below
+    table = table.assign(score=table["accuracy"].where(~flagged), substituted=False)
     if board_config.get("missing", "empty") != "base_model" or table.empty:
         return table
     base_agent = board_config.get("base_agent", "noop")
     is_base = table["agent"] == base_agent
-    base = table[is_base].dropna(subset=["accuracy"]).groupby(["task", "model"])["accuracy"].mean()
-    flagged = table["flagged"].fillna(False) if "flagged" in table else pd.Series(False, index=table.index)
+    base = table[is_base & ~flagged].dropna(subset=["accuracy"]).groupby(["task", "model"])["accuracy"].mean()
     eligible = ~is_base & pd.Series(
         [counts_as_base_model(o, bool(f)) for o, f in zip(table["outcome"], flagged, strict=True)], index=table.index
     )
@@ -310,6 +322,13 @@ def leaderboard_markdown(board: pd.DataFrame, weights: Weights, table: pd.DataFr
         for r in unscored[UNSCORED_COLUMNS].itertuples(index=False):
             out.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |")
         out.append("")
+    flagged = flagged_cells(table)
+    if len(flagged):
+        out += ["## Flagged cells (judge)", "", "| " + " | ".join(_FLAGGED_HEAD) + " |"]
+        out += ["|" + "---|" * len(FLAGGED_COLUMNS)]
+        for r in flagged[FLAGGED_COLUMNS].itertuples(index=False):
+            out.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in r) + " |")
+        out.append("")
     return "\n".join(out)
 
 
@@ -340,6 +359,13 @@ def leaderboard_html(board: pd.DataFrame, weights: Weights, table: pd.DataFrame,
         parts.append(f"<h2>Cells without a score ({len(unscored)})</h2><table id='unscored'>")
         parts.append("<tr>" + "".join(f"<th>{c}</th>" for c in _UNSCORED_HEAD) + "</tr>")
         for r in unscored[UNSCORED_COLUMNS].itertuples(index=False):
+            parts.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>")
+        parts.append("</table>")
+    flagged = flagged_cells(table)
+    if len(flagged):
+        parts.append(f"<h2>Flagged cells ({len(flagged)})</h2><table id='flagged'>")
+        parts.append("<tr>" + "".join(f"<th>{c}</th>" for c in _FLAGGED_HEAD) + "</tr>")
+        for r in flagged[FLAGGED_COLUMNS].itertuples(index=False):
             parts.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>")
         parts.append("</table>")
     parts.append("</body></html>")
