@@ -14,12 +14,17 @@ Prints one table and writes bench/results/summary.{csv,md}. Benchmarks (NAME):
   status     status and collect on 20,000 cells vs os.scandir / a plain JSON read loop
   gpu        the reap decision through NVML vs spawning nvidia-smi (GPU machines only)
   scheduler  the local profile's scheduler: greedy vs ILP on trivial cells
+  scale      collect (cold; incremental after 1% of cells changed), the viewer and
+             `snakemake --report` at 1,000 and 4,000 cells with 1,200-row GPU monitors, vs
+             reading the same CSVs in a plain loop (goals at 4,000: report < 60 s and
+             < 10 MB, incremental collect < 10 s)
 --quick shrinks every size (a smoke run, not for the numbers).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import shutil
@@ -299,7 +304,66 @@ def bench_scheduler(tmp: Path, quick: bool) -> None:
     )
 
 
-BENCHES = ["plan", "rerun", "cell", "traces", "status", "gpu", "scheduler"]
+# -- scale ------------------------------------------------------------------------------
+
+
+def _read_csvs_floor(cells: list[Path]) -> float:
+    """A plain loop over every monitor CSV: the least any GPU summary must cost."""
+    t = time.perf_counter()
+    for path in cells:
+        with path.open(newline="") as f:
+            for _ in csv.reader(f):
+                pass
+    return time.perf_counter() - t
+
+
+def _touch_cells(d: Path, n: int) -> None:
+    """n scored cells change as a rerun would change them: a new monitor and metrics."""
+    from synthetic import monitor_csv
+
+    for k, metrics in enumerate(sorted((d / "results" / "cells").rglob("metrics.json"))[:n]):
+        (metrics.parent / "gpu_monitor.csv").write_text(monitor_csv(1200, 10_000 + k))
+        metrics.write_text(json.dumps({"accuracy": 0.5}))
+
+
+def bench_scale(tmp: Path, quick: bool) -> None:
+    for n in (200, 400) if quick else (1000, 4000):
+        d = tmp / f"scale{n}"
+        build_campaign(d, n, monitor_rows=1200)
+        monitors = sorted((d / "results" / "cells").rglob("gpu_monitor.csv"))
+        floor = min(_read_csvs_floor(monitors) for _ in range(2))
+        collect = [PY, "-m", "ptb_harness", "collect", "--workdir", str(d)]
+        cold, rss, _ = measure_rss(collect)
+        row("scale", f"collect, cold, {n} cells", cold, f"read {len(monitors)} CSVs", floor, rss_mb=round(rss))
+        changed = max(1, n // 100)
+        _touch_cells(d, changed)
+        warm, rss, _ = measure_rss(collect)
+        goal = "< 10 s" if n == 4000 else ""
+        what = f"collect after {changed} cells changed, {n} cells"
+        row("scale", what, warm, "same", floor, goal, rss_mb=round(rss))
+        viewer = d / "results" / "viewer"
+        shutil.rmtree(viewer)
+        (d / "results" / "tables" / ".gpu_usage_cache.json").unlink()
+        code = (
+            "import sys, time; from pathlib import Path; import pandas as pd;"
+            "from ptb_harness.campaign.cells import collect_outputs;"
+            "from ptb_harness.results.campaign_views import write_views;"
+            "r = Path(sys.argv[1]) / 'results'; t = pd.read_csv(r / 'tables' / 'cells.csv', keep_default_na=False);"
+            "t0 = time.perf_counter(); write_views(t, collect_outputs(r), r, 'bench');"
+            "print(time.perf_counter() - t0)"
+        )
+        _, out = measure([PY, "-c", code, str(d)])
+        row("scale", f"GPU views + viewer from scratch, {n} cells", float(out), "same", floor)
+        report = d / "report.html"
+        wall, rss, _ = measure_rss(snakemake_real(d, "--report", str(report), "--quiet"))
+        size_mb = report.stat().st_size / 2**20
+        goal = "< 60 s, < 10 MB" if n == 4000 else ""
+        what = f"snakemake --report, {n} cells"
+        row("scale", what, wall, "same", floor, goal, mb=round(size_mb, 2), rss_mb=round(rss))
+        shutil.rmtree(d)
+
+
+BENCHES = ["plan", "rerun", "cell", "traces", "status", "gpu", "scheduler", "scale"]
 
 
 def main() -> int:
@@ -325,6 +389,8 @@ def main() -> int:
             bench_gpu(tmp, args.quick)
         if "scheduler" in which:
             bench_scheduler(tmp, args.quick)
+        if "scale" in which:
+            bench_scale(tmp, args.quick)
     write_results(args.name + ("-quick" if args.quick else ""))
     return 0
 
@@ -338,14 +404,14 @@ def write_results(name: str) -> None:
 
     lines = [f"{time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores", ""]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    csv = [",".join(cols)]
+    csv_lines = [",".join(cols)]
     for r in ROWS:
         extra = "; ".join(f"{k}={v}" for k, v in r.items() if k not in cols)
         vals = [fmt(r.get(c)) for c in cols[:-1]] + [extra]
         lines.append("| " + " | ".join(vals) + " |")
-        csv.append(",".join(f'"{v}"' if "," in v else v for v in vals))
+        csv_lines.append(",".join(f'"{v}"' if "," in v else v for v in vals))
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / f"{name}.csv").write_text("\n".join(csv) + "\n")
+    (RESULTS / f"{name}.csv").write_text("\n".join(csv_lines) + "\n")
     print(f"written: bench/results/{name}.md, {name}.csv")
 
 

@@ -4,6 +4,7 @@ every file a finished cell has (so Snakemake sees them done and status sees them
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import yaml
@@ -20,7 +21,23 @@ def dims(n_cells: int) -> tuple[int, int]:
     return tasks, runs
 
 
-def build_campaign(root: Path, n_cells: int, scored: float = 0.9) -> dict:
+def monitor_csv(rows: int, seed: int, stages: tuple[str, ...] = ("solve", "evaluate")) -> str:
+    """A gpu_monitor.csv as the GPU monitor writes it (one GPU, a sample every 30 s),
+    `rows` samples split over the stages; utilisation varies with the seed."""
+    lines = ["time,stage,gpu_index,gpu_uuid,utilization_pct,memory_used_mib,memory_total_mib,power_w,n_processes,pids"]
+    per_stage = rows // len(stages)
+    t0 = 1_764_000_000
+    for s, stage in enumerate(stages):
+        for k in range(per_stage):
+            t = t0 + 30 * (s * per_stage + k)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+            util = (seed * 7 + k * 13) % 101 if (seed + k) % 5 else 0
+            mem = 20000 + (seed * 31 + k) % 60000
+            lines.append(f"{stamp},{stage},0,GPU-{seed:08x},{util},{mem},143771,{300 + util},1,{1000 + seed}")
+    return "\n".join(lines) + "\n"
+
+
+def build_campaign(root: Path, n_cells: int, scored: float = 0.9, monitor_rows: int = 0) -> dict:
     """Write <root>/config/config.yaml, agents, tasks and the cells' files; returns the config.
 
     Cells are numbered in campaign order; of every 20, the first 20*(1-scored)/2 have an
@@ -63,6 +80,8 @@ def build_campaign(root: Path, n_cells: int, scored: float = 0.9) -> dict:
                     (cell / "final_model").mkdir(parents=True)
                     (cell / "solve.state.json").write_text(state)
                     (cell / "solve_out.txt").write_text("agent done\n")
+                    if monitor_rows:
+                        (cell / "gpu_monitor.csv").write_text(monitor_csv(monitor_rows, i))
                     if k < unscored_per_20:
                         (cell / "solve.json").write_text(failed)
                         continue

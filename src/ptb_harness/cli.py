@@ -6,9 +6,11 @@
 
 ptb-harness collect [--workdir D] [--profile P] [--campaign FILE]
     Write the tables and plots from whatever exists (unscored cells shown as such).
-ptb-harness status [--workdir D] [--profile P] [--campaign FILE] [--json | --targets [--include-agent-failed]] [--all]
+ptb-harness status [--workdir D] [--profile P] [--campaign FILE] [--json | --targets] [--all]
     The campaign's grid and its unscored cells with their evidence, read from the cell
     dirs without building the Snakemake DAG.
+ptb-harness plot-cell CELL_DIR [-o PNG]
+    One cell's GPU memory and utilisation over time, from its gpu_monitor.csv.
 ptb-harness parse-trace RAW OUT
     Turn a raw agent trace into a readable transcript.
 ptb-harness setup-agents [--workdir D] [--profile P] [--prefix DIR] [--force]
@@ -35,6 +37,7 @@ def _campaign_args(p: argparse.ArgumentParser) -> None:
 def _collect(args: argparse.Namespace) -> int:
     from ptb_harness.campaign.cells import collect_outputs
     from ptb_harness.campaign.config import load_config_files
+    from ptb_harness.results.campaign_views import write_views
     from ptb_harness.results.collect import write_tables
     from ptb_harness.results.plots import write_plots
 
@@ -42,9 +45,26 @@ def _collect(args: argparse.Namespace) -> int:
     paths = collect_outputs(campaign.results_dir)
     table, board, weights = write_tables(campaign, paths)
     write_plots(table, board, weights, paths)
+    views = write_views(table, paths, campaign.results_dir, f"campaign {campaign.config['name']}")
     counts = table["outcome"].value_counts().to_dict()
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
     print(f"{len(table)} cells ({summary}); tables in {paths['cells'].parent}, plots in {paths['time_png'].parent}")
+    print(f"viewer: {paths['viewer']} ({views.summary()})")
+    return 0
+
+
+def _plot_cell(args: argparse.Namespace) -> int:
+    from ptb_harness.results.gpu_figures import gpu_over_time
+    from ptb_harness.results.gpu_usage import monitor_of
+
+    cell_dir = Path(args.cell_dir)
+    monitor = monitor_of(cell_dir)
+    if not monitor.is_file():
+        raise HarnessError(f"{monitor}: no GPU monitor (the cell ran without GPUs, or not yet)")
+    out = Path(args.output) if args.output else cell_dir / "gpu_monitor.png"
+    if not gpu_over_time(monitor, out, str(cell_dir)):
+        raise HarnessError(f"{monitor}: no samples")
+    print(out)
     return 0
 
 
@@ -55,7 +75,7 @@ def _status(args: argparse.Namespace) -> int:
     campaign = load_config_files(args.workdir, args.profile, args.campaign)
     statuses = campaign_status(campaign)
     if args.targets:
-        print("\n".join(targets(statuses, include_agent_failed=args.include_agent_failed)))
+        print("\n".join(targets(statuses)))
     elif args.json:
         print(as_json(campaign, statuses))
     else:
@@ -173,16 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     out.add_argument(
         "--targets",
         action="store_true",
-        help="the metrics.json of every unscored, not running cell whose agent did not fail, one per "
-        "line: `snakemake --profile P $(ptb-harness status --targets)` reruns just those",
-    )
-    p.add_argument(
-        "--include-agent-failed",
-        action="store_true",
-        help="with --targets, also list agent_failed cells (an agent's failure is final: they are left out)",
+        help="the metrics.json of every unscored, not running cell, one per line: "
+        "`snakemake --profile P $(ptb-harness status --targets)` reruns just those",
     )
     p.add_argument("--all", action="store_true", help="also list pending cells one by one")
     p.set_defaults(func=_status)
+    p = sub.add_parser("plot-cell", help="one cell's GPU memory and utilisation over time (PNG)")
+    p.add_argument("cell_dir", help="the cell's directory (results/cells/<agent>/<task>/<model>/<setting>)")
+    p.add_argument("-o", "--output", help="where the PNG goes (default: <cell_dir>/gpu_monitor.png)")
+    p.set_defaults(func=_plot_cell)
     p = sub.add_parser("doctor", help="check this site before a campaign (non-zero exit on any FAIL)")
     _campaign_args(p)
     p.set_defaults(func=_doctor)

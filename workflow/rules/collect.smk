@@ -1,4 +1,5 @@
-# collect: tables and plots of every cell, marked for `snakemake --report`.
+# collect: tables and plots of every cell, marked for `snakemake --report` (a fixed number of
+# results whatever the campaign's size), and the campaign viewer.
 # `ptb-harness collect` writes the same from whatever exists when some cells have no score.
 
 
@@ -43,13 +44,19 @@ rule collect:
             category="Time",
             labels={"result": "time vs budget"},
         ),
-        gpu_plots=report(
-            directory(OUT["gpu_plots"]),
-            patterns=["{name}.png"],
-            caption="../report/plot_gpu.rst",
+        gpu_usage=report(
+            OUT["gpu_usage"],
+            caption="../report/gpu_usage.rst",
             category="GPU",
-            labels={"result": "GPU use: {name}"},
+            labels={"result": "GPU use per cell and stage"},
         ),
+        gpu_usage_png=report(
+            OUT["gpu_usage_png"],
+            caption="../report/plot_gpu_usage.rst",
+            category="GPU",
+            labels={"result": "GPU use per entry"},
+        ),
+        viewer=OUT["viewer"],
     log:
         f"{RESULTS}/logs/collect.log",
     localrule: True

@@ -1,7 +1,8 @@
-# Snakemake job: the campaign's tables and plots (see ptb_harness.results.collect, ptb_harness.results.plots).
+# Snakemake job: the campaign's tables, plots, GPU views and viewer (see ptb_harness.results).
 from pathlib import Path
 
 from ptb_harness.campaign.cells import Campaign
+from ptb_harness.results.campaign_views import write_views
 from ptb_harness.results.collect import write_tables
 from ptb_harness.results.plots import write_plots
 from ptb_harness.stages.job import stage
@@ -12,4 +13,6 @@ with stage(snakemake.log[0], "collect") as log:
     campaign = Campaign(config=snakemake.config, workdir=Path.cwd())
     table, board, weights = write_tables(campaign, paths)
     plots = write_plots(table, board, weights, paths)
+    views = write_views(table, paths, campaign.results_dir, f"campaign {campaign.config['name']}")
     log.info("%d cells tabulated: %s; %d plots", len(table), table["outcome"].value_counts().to_dict(), len(plots))
+    log.info("%s", views.summary())

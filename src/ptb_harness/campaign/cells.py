@@ -28,8 +28,7 @@ _NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
 #: Hours as they appear in a cell's directory name (canonical decimal, see format_hours).
 HOURS_PATTERN = r"[0-9]+(?:\.[0-9]+)?"
 
-# Keys of a campaign file: every top-level key of the schema except `site` (site knobs come
-# from profiles) and `campaign` (the file's own name); tests/unit/test_campaign.py checks it.
+# Keys of a campaign file; everything else (site, paths) comes from profiles.
 CAMPAIGN_KEYS = frozenset(
     {
         "agents",
@@ -45,7 +44,6 @@ CAMPAIGN_KEYS = frozenset(
         "name",
         "grader",
         "judge",
-        "leaderboard",
     }
 )
 
@@ -110,8 +108,13 @@ COLLECT_OUTPUTS = {
     "leaderboard_png": "plots/leaderboard.png",
     "heatmap_png": "plots/heatmap.png",
     "time_png": "plots/time_vs_budget.png",
-    "gpu_plots": "plots/gpu",  # a directory: one PNG per cell with a GPU monitor
+    "gpu_usage": "tables/gpu_usage.csv",
+    "gpu_usage_png": "plots/gpu_usage.png",
+    "viewer": "viewer/index.html",  # the campaign viewer; its other pages are written beside it
 }
+#: per-cell GPU plots over time, for a small named set of cells (not a rule output: the
+#: set changes as the campaign runs, and the report shows campaign-level figures instead)
+CELL_GPU_PLOTS = "plots/gpu"
 
 
 def collect_outputs(results_dir: Path) -> dict[str, Path]:

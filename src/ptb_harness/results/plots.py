@@ -1,5 +1,6 @@
 """The campaign's plots (PNG), from the cell table and the leaderboard: bars with error
-bars, a task heatmap, time used against budget, and a cell's GPU use over time."""
+bars, a task heatmap (best entry first), time used against budget (a distinct colour per agent
+for up to 60 agents)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ matplotlib.use("Agg")  # files only: no display on a cluster node
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ptb_harness.campaign.cells import Cell
 from ptb_harness.core.records import atomic_write_text
-from ptb_harness.results.leaderboard import AGENT, DAGGER, WEIGHTED, Weights, leaderboard_html
+from ptb_harness.results.leaderboard import AGENT, WEIGHTED, Weights, leaderboard_html
 
 
 def _save(fig: plt.Figure, path: Path) -> None:
@@ -45,9 +45,7 @@ def leaderboard_bars(board: pd.DataFrame, path: Path) -> None:
             hatch="" if r.kind == AGENT else "//",
             edgecolor="black",
         )
-        subs = f"; {r.n_substituted}{DAGGER}" if r.n_substituted else ""
-        label = f"{r.mean:.3f}{DAGGER if subs else ''}\n({r.n_scored}/{r.n_cells}{subs})"
-        ax.text(i, r.mean, label, ha="center", va="bottom", fontsize=8)
+        ax.text(i, r.mean, f"{r.mean:.3f}\n({r.n_scored}/{r.n_cells})", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(rows)), [f"{e}" for e in rows["entry"]], rotation=20, ha="right")
     ax.set_ylim(0, 1.15)
     ax.set_ylabel(f"accuracy ({column})")
@@ -58,6 +56,9 @@ def leaderboard_bars(board: pd.DataFrame, path: Path) -> None:
 def task_heatmap(board: pd.DataFrame, path: Path) -> None:
     """Entry x task mean accuracy; cells with no score are blank and labelled."""
     grid = board.pivot_table(index="entry", columns="task", values="mean", aggfunc="first", dropna=False)
+    # best first: by the weighted average (else the only task), entries without one last
+    key = WEIGHTED if WEIGHTED in grid.columns else grid.columns[0]
+    grid = grid.loc[sorted(grid.index, key=lambda e: (math.isnan(grid.at[e, key]), -grid.at[e, key], e))]
     fig, ax = plt.subplots(figsize=(1.3 * len(grid.columns) + 3, 0.5 * len(grid) + 1.5))
     im = ax.imshow(grid.to_numpy(dtype=float), vmin=0, vmax=1, cmap="viridis", aspect="auto")
     for (i, j), v in pd.DataFrame(grid.to_numpy(dtype=float)).stack(future_stack=True).items():
@@ -69,6 +70,13 @@ def task_heatmap(board: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
+def distinct_colour(i: int) -> tuple[float, float, float, float]:
+    """The i-th of 60 distinct colours (tab20, tab20b, tab20c), so 20+ agents do not
+    share one."""
+    palette = ("tab20", "tab20b", "tab20c")
+    return plt.get_cmap(palette[(i // 20) % 3])(i % 20)
+
+
 def time_vs_budget(table: pd.DataFrame, path: Path) -> None:
     """Each solved cell's agent time as a fraction of its budget, per agent."""
     solved = table.dropna(subset=["solve_duration_s"])
@@ -77,7 +85,7 @@ def time_vs_budget(table: pd.DataFrame, path: Path) -> None:
     for i, agent in enumerate(agents):
         mine = solved[solved["agent"] == agent]
         frac = mine["solve_duration_s"] / mine["budget_s"]
-        ax.scatter([i] * len(frac), frac, alpha=0.7)
+        ax.scatter([i] * len(frac), frac, alpha=0.7, color=distinct_colour(i))
     ax.axhline(1.0, color="red", linestyle="--", label="budget")
     ax.set_xticks(range(len(agents)), agents, rotation=20, ha="right")
     ax.set_ylabel("agent time / budget")
@@ -86,32 +94,11 @@ def time_vs_budget(table: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-def gpu_over_time(monitor_csv: Path, path: Path, title: str) -> bool:
-    """Memory and utilisation per GPU over time from a cell's gpu_monitor.csv."""
-    data = pd.read_csv(monitor_csv)
-    if data.empty:
-        return False
-    data["time"] = pd.to_datetime(data["time"], utc=True)
-    t0 = data["time"].min()
-    fig, (mem, util) = plt.subplots(2, 1, figsize=(7, 4.5), sharex=True)
-    for (uuid, stage), part in data.groupby(["gpu_uuid", "stage"]):
-        minutes = (part["time"] - t0).dt.total_seconds() / 60
-        label = f"{stage} {str(uuid)[:12]}"
-        mem.plot(minutes, part["memory_used_mib"] / 1024, label=label)
-        util.plot(minutes, part["utilization_pct"], label=label)
-    mem.set_ylabel("memory used (GiB)")
-    util.set_ylabel("utilisation (%)")
-    util.set_xlabel("minutes since the first sample")
-    mem.legend(fontsize=7)
-    mem.set_title(title)
-    _save(fig, path)
-    return True
-
-
 def write_plots(table: pd.DataFrame, board: pd.DataFrame, weights: Weights, paths: Mapping[str, Path]) -> list[Path]:
     """Every plot, to the paths named in COLLECT_OUTPUTS (`leaderboard_png`, `heatmap_png`,
-    `time_png`; one PNG per cell with a monitor CSV under `gpu_plots`); with a path named
-    `leaderboard_html`, also the self-contained leaderboard page, which embeds the first two."""
+    `time_png`); with a path named `leaderboard_html`, also the self-contained leaderboard
+    page, which embeds the first two. GPU views: ``campaign_views`` (one figure, not one
+    per cell)."""
     leaderboard_bars(board, paths["leaderboard_png"])
     task_heatmap(board, paths["heatmap_png"])
     time_vs_budget(table, paths["time_png"])
@@ -119,18 +106,4 @@ def write_plots(table: pd.DataFrame, board: pd.DataFrame, weights: Weights, path
     if "leaderboard_html" in paths:
         page = leaderboard_html(board, weights, table, written[:2])
         atomic_write_text(paths["leaderboard_html"], page)
-    if "gpu_plots" in paths:
-        written += gpu_plots(table, paths["gpu_plots"])
-    return written
-
-
-def gpu_plots(table: pd.DataFrame, gpu_dir: Path) -> list[Path]:
-    """One GPU plot per cell with a monitor CSV, named by the cell's slug."""
-    gpu_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for r in table.itertuples():
-        csv = Path(r.cell_dir) / "gpu_monitor.csv"
-        slug = Cell(r.agent, r.task, r.model, str(r.hours), int(r.num_gpus), int(r.run)).slug
-        if csv.is_file() and gpu_over_time(csv, gpu_dir / f"{slug}.png", slug):
-            written.append(gpu_dir / f"{slug}.png")
     return written

@@ -1,0 +1,312 @@
+"""The campaign viewer: a static site (no server) written by collect, that opens from disk
+and from a shared filesystem through any web server.
+
+- ``index.html``: the status grid (a row per agent and model, a column per task, one mark
+  per cell linking to the cell's page), the counts, and every cell without a score.
+- ``cells/<slug>.html``: the cell's outcome and evidence, its records (solve, evaluate,
+  metrics, usage, judgement, provenance), its GPU use, and a link to its transcript.
+- ``transcripts/<slug>/``: the sanitized transcript as numbered chunks of ~256 KiB and a
+  pager with search (see ``viewer_assets``): a 500 MB transcript never loads whole.
+
+Regeneration is incremental: a cell's page is rewritten only when its outcome or the
+size or mtime of one of its records changed, and its transcript chunks only when the
+transcript changed; ``.stamps.json`` keeps the signatures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import shutil
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ptb_harness.core.records import atomic_write_text
+
+#: the stylesheet and the transcript pager (a script: see its header)
+ASSETS = Path(__file__).parent / "assets"
+TRANSCRIPT = "solve_parsed_sanitized.txt"
+#: records shown on a cell's page, in this order
+RECORDS = (
+    "solve.json",
+    "evaluate.json",
+    "metrics.json",
+    "usage.json",
+    "judgement.json",
+    "preflight.json",
+    "solve.state.json",
+    "evaluate.state.json",
+    "provenance.json",
+)
+#: a record larger than this is linked, not inlined (hand-edited or hostile records)
+MAX_INLINE_BYTES = 256 * 1024
+CHUNK_BYTES = 256 * 1024
+MARKS = {"scored": "S", "agent_failed": "A", "infra_failed": "I", "running": "R", "pending": "."}
+_STAMPS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ViewerCell:
+    """What the viewer needs of one cell (a row of the cell table)."""
+
+    slug: str
+    agent: str
+    task: str
+    model: str
+    hours: str
+    num_gpus: int
+    run: int
+    outcome: str
+    evidence: str
+    cell_dir: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.hours}h, {self.num_gpus} GPU, run {self.run}"
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _page(title: str, body: str, depth: int) -> str:
+    up = "../" * depth
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{_esc(title)}</title>"
+        f"<link rel='stylesheet' href='{up}viewer.css'></head><body>{body}</body></html>\n"
+    )
+
+
+def _signature(cell: ViewerCell, names: Iterable[str]) -> list:
+    sig: list = [cell.outcome, cell.evidence]
+    for name in names:
+        try:
+            st = (cell.cell_dir / name).stat()
+            sig.append([name, st.st_size, st.st_mtime_ns])
+        except OSError:
+            sig.append([name, None])
+    return sig
+
+
+def _record_html(cell_dir: Path, name: str) -> str | None:
+    path = cell_dir / name
+    try:
+        size = path.stat().st_size
+        if size > MAX_INLINE_BYTES:
+            return f"<p class='muted'>{_esc(name)}: {size:,} bytes, too large to show here ({_esc(path)})</p>"
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    # a record that is not valid JSON is shown as it is: a broken record is evidence too
+    with contextlib.suppress(ValueError, RecursionError):
+        text = json.dumps(json.loads(text), indent=1)
+    open_ = " open" if name in ("solve.json", "evaluate.json", "metrics.json", "judgement.json") else ""
+    return f"<details{open_}><summary>{_esc(name)}</summary><pre>{_esc(text)}</pre></details>"
+
+
+def _gpu_html(cell: ViewerCell, usage: list[dict], plots_dir: Path | None, page_dir: Path) -> str:
+    parts = ["<h2>GPU</h2>"]
+    if usage:
+        cols = ["stage", "gpus", "gpu_hours", "util_mean", "util_median", "idle_fraction", "mem_peak_gib"]
+        parts.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>")
+        for u in usage:
+            parts.append("<tr>" + "".join(f"<td>{_esc('' if u.get(c) is None else u.get(c))}</td>" for c in cols))
+        parts.append("</table>")
+    png = plots_dir / f"{cell.slug}.png" if plots_dir else None
+    if png is not None and png.is_file():
+        rel = os.path.relpath(png, page_dir)
+        parts.append(f"<p><img alt='GPU use over time' src='{_esc(Path(rel).as_posix())}'></p>")
+    elif usage:
+        parts.append(
+            f"<p class='muted'>The plot over time: <code>ptb-harness plot-cell {_esc(cell.cell_dir)}</code></p>"
+        )
+    else:
+        parts.append("<p class='muted'>no GPU monitor for this cell</p>")
+    return "".join(parts)
+
+
+def cell_page(
+    cell: ViewerCell, usage: list[dict], plots_dir: Path | None, has_transcript: bool, page_dir: Path
+) -> str:
+    body = [
+        "<p><a href='../index.html'>&larr; campaign</a></p>",
+        f"<h1>{_esc(cell.agent)} / {_esc(cell.task)} / {_esc(cell.model)} ({_esc(cell.label)})</h1>",
+        f"<p>outcome: <span class='outcome' id='outcome'>{_esc(cell.outcome)}</span></p>",
+        f"<div class='evidence' id='evidence'>{_esc(cell.evidence)}</div>",
+        f"<p class='muted'>cell dir: <code>{_esc(cell.cell_dir)}</code></p>",
+    ]
+    if has_transcript:
+        body.append(f"<p><a id='transcript' href='../transcripts/{_esc(cell.slug)}/index.html'>transcript</a></p>")
+    else:
+        body.append("<p class='muted'>no transcript yet</p>")
+    body.append(_gpu_html(cell, usage, plots_dir, page_dir))
+    body.append("<h2>Records</h2>")
+    for name in RECORDS:
+        shown = _record_html(cell.cell_dir, name)
+        if shown:
+            body.append(shown)
+    return _page(f"{cell.agent} {cell.task} {cell.model}", "".join(body), 1)
+
+
+def _transcript_page(cell: ViewerCell, chunks: int, size: int) -> str:
+    meta = json.dumps({"chunks": chunks, "bytes": size})
+    body = (
+        f"<p><a href='../../cells/{_esc(cell.slug)}.html'>&larr; cell</a></p>"
+        f"<h1>Transcript: {_esc(cell.agent)} / {_esc(cell.task)} / {_esc(cell.model)} ({_esc(cell.label)})</h1>"
+        "<p class='muted' id='size'></p>"
+        "<div class='bar'><button id='prev'>&larr; prev</button> <input id='page' size='5'> "
+        "<span id='where'></span> <button id='next'>next &rarr;</button> &nbsp; "
+        "<input id='q' placeholder='search the whole transcript'> <button id='go'>search</button> "
+        "<button id='stop'>stop</button> <span id='status'></span></div>"
+        "<ol id='hits'></ol><div id='text'></div>"
+        f"<script>window.PTB_META = {meta};</script><script src='../../transcript.js'></script>"
+    )
+    return _page(f"transcript {cell.slug}", body, 2)
+
+
+def write_transcript(src: Path, out: Path) -> tuple[int, int]:
+    """Split src into chunk scripts of ~CHUNK_BYTES, cut at line ends (a line longer than
+    a chunk is cut where it must be). Returns (chunks, bytes). Streams: memory stays at
+    one chunk whatever the size of src."""
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    n = total = 0
+    with src.open("rb") as f:
+        buf, eof = b"", False
+        while True:
+            while not eof and len(buf) < CHUNK_BYTES:
+                block = f.read(CHUNK_BYTES)
+                eof = not block
+                buf += block
+            if not buf:
+                break
+            cut = len(buf) if eof and len(buf) <= CHUNK_BYTES else buf.rfind(b"\n", 0, CHUNK_BYTES) + 1
+            piece, buf = buf[: cut or CHUNK_BYTES], buf[cut or CHUNK_BYTES :]
+            # a script body may not contain "</script"
+            js = json.dumps(piece.decode("utf-8", "replace")).replace("</", "<\\/")
+            (tmp / f"c{n:05d}.js").write_text(f"ptbChunk({n},{js});\n")
+            n += 1
+            total += len(piece)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.replace(out)
+    return n, total
+
+
+def grid_page(title: str, cells: list[ViewerCell], flagged: set[str]) -> str:
+    tasks = sorted({c.task for c in cells})
+    rows: dict[tuple[str, str], dict[str, list[ViewerCell]]] = defaultdict(lambda: defaultdict(list))
+    for c in cells:
+        rows[(c.agent, c.model)][c.task].append(c)
+    counts: dict[str, int] = defaultdict(int)
+    for c in cells:
+        counts[c.outcome] += 1
+    body = [
+        f"<h1>{_esc(title)}</h1>",
+        "<p>" + ", ".join(f"{counts.get(k, 0)} {k}" for k in MARKS) + f" ({len(cells)} cells)</p>",
+        "<p class='muted'>marks: S scored, A agent_failed, I infra_failed, R running, . pending; "
+        "one per cell (hours, GPUs, repeat); click one for the cell; a red outline is a judge flag</p>",
+        "<table class='grid' id='grid'><tr><th>agent / model</th>"
+        + "".join(f"<th>{_esc(t)}</th>" for t in tasks)
+        + "</tr>",
+    ]
+    for (agent, model), by_task in sorted(rows.items()):
+        tds = []
+        for t in tasks:
+            marks = []
+            for c in sorted(by_task.get(t, []), key=lambda c: (float(c.hours), c.num_gpus, c.run)):
+                cls = f"m {c.outcome}" + (" flagged" if c.slug in flagged else "")
+                tip = f"{c.label}: {c.outcome}" + (f": {c.evidence}" if c.evidence else "")
+                marks.append(
+                    f"<a class='{cls}' href='cells/{_esc(c.slug)}.html' title='{_esc(tip[:300])}'"
+                    f" data-outcome='{c.outcome}'>{MARKS.get(c.outcome, '?')}</a>"
+                )
+            tds.append("<td>" + "".join(marks) + "</td>")
+        body.append(f"<tr><td>{_esc(agent)} / {_esc(model)}</td>{''.join(tds)}</tr>")
+    body.append("</table>")
+    listed = [c for c in cells if c.outcome in ("agent_failed", "infra_failed", "running")]
+    if listed:
+        body.append(f"<h2>Cells without a score ({len(listed)}, pending cells not listed)</h2><table id='unscored'>")
+        body.append("<tr><th>cell</th><th>outcome</th><th>evidence</th></tr>")
+        for c in listed[:2000]:
+            body.append(
+                f"<tr><td><a href='cells/{_esc(c.slug)}.html'>{_esc(c.agent)} / {_esc(c.task)} / {_esc(c.model)}"
+                f" ({_esc(c.label)})</a></td><td>{_esc(c.outcome)}</td><td>{_esc(c.evidence[:500])}</td></tr>"
+            )
+        body.append("</table>")
+        if len(listed) > 2000:
+            body.append(f"<p>... and {len(listed) - 2000} more (see tables/cells.csv)</p>")
+    return _page(title, "".join(body), 0)
+
+
+@dataclass
+class ViewerStats:
+    cells: int = 0
+    pages_written: int = 0
+    transcripts_written: int = 0
+
+
+def write_viewer(
+    out: Path,
+    title: str,
+    cells: list[ViewerCell],
+    usage_by_cell: Mapping[str, list[dict]] | None = None,
+    plots_dir: Path | None = None,
+    flagged: set[str] | None = None,
+) -> ViewerStats:
+    """Write (or bring up to date) the viewer under out; returns what was rewritten."""
+    usage_by_cell = usage_by_cell or {}
+    flagged = flagged or set()
+    stats = ViewerStats(cells=len(cells))
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    (out / "transcripts").mkdir(exist_ok=True)
+    for name in ("viewer.css", "transcript.js"):
+        text = (ASSETS / name).read_text()
+        if not (out / name).is_file() or (out / name).read_text() != text:
+            atomic_write_text(out / name, text)
+    stamps_path = out / ".stamps.json"
+    try:
+        stamps = json.loads(stamps_path.read_text())
+        if stamps.get("version") != _STAMPS_VERSION:
+            stamps = {}
+    except (OSError, ValueError, AttributeError):
+        stamps = {}
+    pages, transcripts = stamps.get("pages", {}), stamps.get("transcripts", {})
+    gpu_png_dir = plots_dir
+    for c in cells:
+        usage = usage_by_cell.get(str(c.cell_dir), [])
+        png = gpu_png_dir / f"{c.slug}.png" if gpu_png_dir else None
+        png_sig = png.stat().st_mtime_ns if png is not None and png.is_file() else None
+        src = c.cell_dir / TRANSCRIPT
+        try:
+            st = src.stat()
+            t_sig = [st.st_size, st.st_mtime_ns]
+        except OSError:
+            t_sig = None
+        if t_sig is not None and transcripts.get(c.slug) != t_sig:
+            write_transcript(src, out / "transcripts" / c.slug)
+            chunks, size = _chunk_count(out / "transcripts" / c.slug), t_sig[0]
+            atomic_write_text(out / "transcripts" / c.slug / "index.html", _transcript_page(c, chunks, size))
+            transcripts[c.slug] = t_sig
+            stats.transcripts_written += 1
+        elif t_sig is None and c.slug in transcripts:
+            shutil.rmtree(out / "transcripts" / c.slug, ignore_errors=True)
+            transcripts.pop(c.slug)
+        sig = [*_signature(c, RECORDS), t_sig, png_sig, usage]
+        page = out / "cells" / f"{c.slug}.html"
+        if pages.get(c.slug) != sig or not page.is_file():
+            atomic_write_text(page, cell_page(c, usage, gpu_png_dir, t_sig is not None, page.parent))
+            pages[c.slug] = sig
+            stats.pages_written += 1
+    atomic_write_text(out / "index.html", grid_page(title, cells, flagged))
+    atomic_write_text(stamps_path, json.dumps({"version": _STAMPS_VERSION, "pages": pages, "transcripts": transcripts}))
+    return stats
+
+
+def _chunk_count(directory: Path) -> int:
+    return sum(1 for p in directory.glob("c*.js"))

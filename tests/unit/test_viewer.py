@@ -1,0 +1,89 @@
+"""The campaign viewer's pages and transcript chunks (the browser test is in
+tests/workflow/test_viewer_browser.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from ptb_harness.results import viewer
+from ptb_harness.results.viewer import ViewerCell, write_transcript, write_viewer
+
+
+def chunk_texts(directory: Path) -> list[str]:
+    texts = []
+    for path in sorted(directory.glob("c*.js")):
+        m = re.fullmatch(r"ptbChunk\((\d+),(.*)\);\n", path.read_text(), re.S)
+        assert m and int(m.group(1)) == len(texts), path
+        texts.append(json.loads(m.group(2).replace("<\\/", "</")))
+    return texts
+
+
+def test_transcript_chunks_cut_at_line_ends_and_rebuild_the_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(viewer, "CHUNK_BYTES", 64)
+    lines = [f"line {i} </script> é\n" for i in range(40)] + ["x" * 200 + "\n", "last line without newline"]
+    src = tmp_path / "t.txt"
+    src.write_text("".join(lines))
+    chunks, size = write_transcript(src, tmp_path / "out")
+    texts = chunk_texts(tmp_path / "out")
+    assert len(texts) == chunks and size == src.stat().st_size
+    assert "".join(texts) == src.read_text()
+    # every chunk but the long line's pieces and the last ends at a line end
+    assert all(t.endswith("\n") for t in texts[:-1] if "x" not in t)
+    assert all(len(t.encode()) <= 64 for t in texts)
+    # a script body never closes its tag early
+    assert all("</script" not in p.read_text() for p in (tmp_path / "out").glob("c*.js"))
+
+
+def test_empty_transcript(tmp_path):
+    (tmp_path / "t.txt").write_text("")
+    assert write_transcript(tmp_path / "t.txt", tmp_path / "out") == (0, 0)
+
+
+def make_cell(root: Path, agent: str, outcome: str, evidence: str, transcript: str | None) -> ViewerCell:
+    d = root / "cells" / agent
+    d.mkdir(parents=True)
+    (d / "solve.json").write_text(json.dumps({"status": "exited", "exit_code": 3}))
+    if transcript is not None:
+        (d / "solve_parsed_sanitized.txt").write_text(transcript)
+    return ViewerCell(f"{agent}.t.m.1h-0gpu-run1", agent, "t", "m", "1", 0, 1, outcome, evidence, d)
+
+
+def test_pages_are_escaped_linked_and_incremental(tmp_path):
+    cells = [
+        make_cell(tmp_path, "good", "scored", "", "USER: hi\n"),
+        make_cell(tmp_path, "bad", "agent_failed", "agent exited with code 3 <script>alert(1)</script>", None),
+    ]
+    out = tmp_path / "viewer"
+    stats = write_viewer(out, "campaign c", cells)
+    assert (stats.pages_written, stats.transcripts_written) == (2, 1)
+    index = (out / "index.html").read_text()
+    assert "href='cells/bad.t.m.1h-0gpu-run1.html'" in index and "data-outcome='agent_failed'" in index
+    assert "<script>alert" not in index and "&lt;script&gt;alert(1)" in index
+    page = (out / "cells" / "bad.t.m.1h-0gpu-run1.html").read_text()
+    assert "agent exited with code 3 &lt;script&gt;" in page and "no transcript yet" in page
+    assert "&quot;exit_code&quot;: 3" in page
+    good = (out / "cells" / "good.t.m.1h-0gpu-run1.html").read_text()
+    assert "../transcripts/good.t.m.1h-0gpu-run1/index.html" in good
+    assert (out / "transcripts" / "good.t.m.1h-0gpu-run1" / "c00000.js").is_file()
+    # nothing changed: nothing rewritten but the grid
+    again = write_viewer(out, "campaign c", cells)
+    assert (again.pages_written, again.transcripts_written) == (0, 0)
+    # one record changes: that cell's page only
+    (cells[1].cell_dir / "evaluate.json").write_text("{}")
+    third = write_viewer(out, "campaign c", cells)
+    assert (third.pages_written, third.transcripts_written) == (1, 0)
+    # an outcome changes without a file changing (a running job died): its page again
+    died = [cells[0], ViewerCell(**{**cells[1].__dict__, "outcome": "infra_failed"})]
+    assert write_viewer(out, "campaign c", died).pages_written == 1
+
+
+def test_large_or_broken_records_are_not_inlined(tmp_path, monkeypatch):
+    cell = make_cell(tmp_path, "a", "infra_failed", "records disagree", None)
+    (cell.cell_dir / "metrics.json").write_text("[" * 5000)
+    (cell.cell_dir / "evaluate.json").write_text(" " * (viewer.MAX_INLINE_BYTES + 1))
+    write_viewer(tmp_path / "v", "c", [cell])
+    page = (tmp_path / "v" / "cells" / f"{cell.slug}.html").read_text()
+    assert "[[[[" in page  # shown as it is
+    assert "too large to show here" in page
