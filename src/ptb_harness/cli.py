@@ -6,7 +6,7 @@
 
 ptb-harness collect [--workdir D] [--profile P] [--campaign FILE]
     Write the tables and plots from whatever exists (unscored cells shown as such).
-ptb-harness status [--workdir D] [--profile P] [--campaign FILE] [--json | --targets] [--all]
+ptb-harness status [--workdir D] [--profile P] [--campaign FILE] [--json | --targets [--include-agent-failed]] [--all]
     The campaign's grid and its unscored cells with their evidence, read from the cell
     dirs without building the Snakemake DAG.
 ptb-harness plot-cell CELL_DIR [-o PNG]
@@ -75,7 +75,7 @@ def _status(args: argparse.Namespace) -> int:
     campaign = load_config_files(args.workdir, args.profile, args.campaign)
     statuses = campaign_status(campaign)
     if args.targets:
-        print("\n".join(targets(statuses)))
+        print("\n".join(targets(statuses, include_agent_failed=args.include_agent_failed)))
     elif args.json:
         print(as_json(campaign, statuses))
     else:
@@ -193,8 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     out.add_argument(
         "--targets",
         action="store_true",
-        help="the metrics.json of every unscored, not running cell, one per line: "
-        "`snakemake --profile P $(ptb-harness status --targets)` reruns just those",
+        help="the metrics.json of every unscored, not running cell whose agent did not fail, one per "
+        "line: `snakemake --profile P $(ptb-harness status --targets)` reruns just those",
+    )
+    p.add_argument(
+        "--include-agent-failed",
+        action="store_true",
+        help="with --targets, also list agent_failed cells (an agent's failure is final: they are left out)",
     )
     p.add_argument("--all", action="store_true", help="also list pending cells one by one")
     p.set_defaults(func=_status)

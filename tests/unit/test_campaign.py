@@ -62,3 +62,38 @@ def test_every_combination_is_a_cell(tmp_path: Path):
 def test_results_dir_may_be_absolute_and_outside_the_workdir(tmp_path: Path):
     campaign = Campaign(config={"paths": {"results_dir": "/data/ptb"}}, workdir=tmp_path)
     assert campaign.results_dir == Path("/data/ptb")
+
+
+def test_campaign_file_keys_are_the_schema_keys_except_site_knobs():
+    """Every top-level key of the schema may be set in a campaign file except `site` (the
+    profile's) and `campaign` (the file's own name): derived here, so the list in cells.py
+    and the schema cannot drift apart (`leaderboard` once could not be set from a file)."""
+    import yaml
+
+    from ptb_harness.campaign.cells import CAMPAIGN_KEYS
+    from ptb_harness.campaign.config import SCHEMA_PATH
+
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    assert set(schema["properties"]) - {"site", "campaign"} == CAMPAIGN_KEYS
+
+
+def test_a_campaign_file_may_set_the_leaderboard(tmp_path: Path):
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import campaign_config, make_workdir, write_agent
+
+    from ptb_harness.campaign.config import load_config_files
+
+    make_workdir(tmp_path, campaign_config())
+    write_agent(tmp_path, "noop", "exit 0")
+    board = {"weighting": "explicit", "weights": {"fake": 2}, "missing": "base_model"}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"agents": ["exit0", "noop"], "leaderboard": board}))
+    campaign = load_config_files(tmp_path, campaign=str(tmp_path / "c.yaml"))
+    assert campaign.config["leaderboard"]["missing"] == "base_model"
+    # the CLI reads the same file (before: "sets leaderboard, which are not campaign keys")
+    cmd = [sys.executable, "-m", "ptb_harness", "collect", "--workdir", str(tmp_path), "--campaign", "c.yaml"]
+    res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "Task weights (explicit): fake 1.000." in (tmp_path / "results/tables/leaderboard.md").read_text()

@@ -125,3 +125,74 @@ def test_the_collect_rule_names_its_outputs_as_collect_outputs():
     outputs = rule.split("output:")[1].split("log:")[0]
     assert re.findall(r"^        (\w+)=", outputs, re.M) == list(COLLECT_OUTPUTS)
     assert re.findall(r'OUT\["(\w+)"\]', outputs) == list(COLLECT_OUTPUTS)
+
+
+def _fallback_table():
+    """Two tasks x two models, one repeat. Base (noop): t1 0.2/0.4, t2 0.1/0.3.
+    a: t1 m1 0.6, m2 agent_failed; t2 0.5/0.7. b: t1 0.8/0.6; t2 m1 infra_failed, m2 0.9.
+    c and e: 0.5 everywhere (a tie)."""
+    cells = {
+        "noop": [0.2, 0.4, 0.1, 0.3],
+        "a": [0.6, "agent_failed", 0.5, 0.7],
+        "b": [0.8, 0.6, "infra_failed", 0.9],
+        "c": [0.5] * 4,
+        "e": [0.5] * 4,
+    }
+    rows = []
+    for agent, values in cells.items():
+        for (task, model), v in zip([("t1", "m1"), ("t1", "m2"), ("t2", "m1"), ("t2", "m2")], values, strict=True):
+            scored = isinstance(v, float)
+            rows.append((agent, task, model, "1", 0, 1, v if scored else None, "scored" if scored else v))
+    return _table(rows).assign(evidence="e")
+
+
+def test_missing_empty_leaves_a_failed_agents_average_empty_and_ranks_the_rest():
+    table = _fallback_table()
+    board, weights = leaderboard(table, {"missing": "empty"})
+    md = leaderboard_markdown(board, weights, table)
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line][1:6]
+    assert rows == [
+        "| 1 | c | 0.500 (2/2) | 0.500 (2/2) | 0.500 (4/4) |",
+        "| 1 | e | 0.500 (2/2) | 0.500 (2/2) | 0.500 (4/4) |",
+        "| — | a | 0.600* (1/2) | 0.600 (2/2) | — (3/4) |",
+        "| — | b | 0.700 (2/2) | 0.900* (1/2) | — (3/4) |",
+        "|  | base model: noop | 0.300 (2/2) | 0.200 (2/2) | 0.250 (4/4) |",
+    ]
+    assert "†" not in md and board["n_substituted"].sum() == 0
+
+
+def test_missing_base_model_counts_agent_failed_cells_as_the_base_score_and_marks_them(tmp_path):
+    """a's failed t1/m2 cell counts as the base model's 0.4: t1 (0.6 + 0.4)/2 = 0.5, t2 0.6,
+    weighted (equal) 0.55, now first. b's infra_failed cell still leaves its average empty."""
+    from ptb_harness.results.leaderboard import leaderboard_html, with_fallback
+
+    table = with_fallback(_fallback_table(), {"missing": "base_model"})
+    [sub] = table[table["substituted"]].itertuples()
+    assert (sub.agent, sub.task, sub.model, sub.score, sub.outcome) == ("a", "t1", "m2", 0.4, "agent_failed")
+    assert table.loc[table["outcome"] == "infra_failed", "score"].isna().all()
+    board, weights = leaderboard(table, {"missing": "base_model"})
+    a = board[board["entry"] == "a"].set_index("task")
+    assert a.loc["t1", "mean"] == pytest.approx(0.5) and a.loc["weighted average", "mean"] == pytest.approx(0.55)
+    assert a.loc["weighted average", "n_substituted"] == 1 and a.loc["t1", "n_scored"] == 1
+    md = leaderboard_markdown(board, weights, table)
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line][1:6]
+    assert rows == [
+        "| 1 | a | 0.500† (1/2; 1†) | 0.600 (2/2) | 0.550† (3/4; 1†) |",
+        "| 2 | c | 0.500 (2/2) | 0.500 (2/2) | 0.500 (4/4) |",
+        "| 2 | e | 0.500 (2/2) | 0.500 (2/2) | 0.500 (4/4) |",
+        "| — | b | 0.700 (2/2) | 0.900* (1/2) | — (3/4) |",
+        "|  | base model: noop | 0.300 (2/2) | 0.200 (2/2) | 0.250 (4/4) |",
+    ]
+    assert "† = includes cells whose agent failed, counted as the base model's score" in md
+    page = leaderboard_html(board, weights, table, [])
+    assert "<td>0.550† (3/4; 1†)</td>" in page and "class='footnote'" in page
+    assert list(board.drop_duplicates("entry")["entry"]) == ["a", "c", "e", "b", "noop"]
+    assert board.columns[0] == "rank" and "n_substituted" in board.columns
+
+
+def test_the_fallback_rule_is_a_function_of_outcome_and_flag():
+    from ptb_harness.results.leaderboard import counts_as_base_model
+
+    assert counts_as_base_model("agent_failed") and counts_as_base_model("scored", flagged=True)
+    assert not any(counts_as_base_model(o) for o in ("scored", "infra_failed", "pending", "running"))
+    assert not counts_as_base_model("infra_failed", flagged=True)

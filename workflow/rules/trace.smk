@@ -13,11 +13,11 @@ rule parse_trace:
     log:
         f"{CELL}/logs/parse_trace.log",
     localrule: True
-    # plain values, not functions of the wildcards: Snakemake inspects every function
-    # once per job, which adds up over a 20,000-cell plan
+    # plain values where possible: Snakemake inspects every function once per job, which
+    # adds up over a 20,000-cell plan; agent_dir is one dict lookup (an entry's name need
+    # not be its directory: agents: [{name, dir, ...}])
     params:
         python=PYTHON,
-        # an entry's name need not be its directory (agents: [{name, dir, ...}])
         agent_dir=agent_dir,
         tasks_dir=str(CAMPAIGN.tasks_dir),
     shell:

@@ -28,7 +28,8 @@ _NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
 #: Hours as they appear in a cell's directory name (canonical decimal, see format_hours).
 HOURS_PATTERN = r"[0-9]+(?:\.[0-9]+)?"
 
-# Keys of a campaign file; everything else (site, paths) comes from profiles.
+# Keys of a campaign file: every top-level key of the schema except `site` (site knobs come
+# from profiles) and `campaign` (the file's own name); tests/unit/test_campaign.py checks it.
 CAMPAIGN_KEYS = frozenset(
     {
         "agents",
@@ -44,6 +45,7 @@ CAMPAIGN_KEYS = frozenset(
         "name",
         "grader",
         "judge",
+        "leaderboard",
     }
 )
 

@@ -14,8 +14,10 @@ import pandas as pd
 
 from ptb_harness.campaign.cells import Campaign
 from ptb_harness.core.records import atomic_write_text
-from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown
+from ptb_harness.results.flags import cell_flag
+from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
 from ptb_harness.results.outcome import cell_outcome, local_liveness
+from ptb_harness.results.usage import USAGE_COLUMNS, cell_usage, typed
 
 CELL_COLUMNS = [
     "agent",
@@ -34,6 +36,10 @@ CELL_COLUMNS = [
     "budget_s",
     "final_model_files",
     "eval_attempts",
+    *USAGE_COLUMNS,
+    "flagged",
+    "flag",
+    "flag_justification",
     "cell_dir",
 ]
 
@@ -41,9 +47,12 @@ CELL_COLUMNS = [
 def cell_table(campaign: Campaign) -> pd.DataFrame:
     rows = []
     alive = local_liveness()
+    judged = bool((campaign.config.get("judge") or {}).get("enabled"))
     for cell in campaign.cells():
         cdir = campaign.cell_dir(cell)
         outcome, evidence, rec = cell_outcome(cdir, alive)
+        # a scored cell of a judged campaign without a verdict is flagged (fail closed)
+        flag = cell_flag(cdir, judged and outcome == "scored")
         solve = rec.solve or {}
         metrics = rec.metrics or {}
         rows.append(
@@ -64,6 +73,10 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 "budget_s": cell.budget_seconds,
                 "final_model_files": solve.get("final_model_files"),
                 "eval_attempts": len((rec.evaluate or {}).get("attempts", [])) or None,
+                **cell_usage(cdir),
+                "flagged": flag is not None,
+                "flag": flag.reason if flag else "",
+                "flag_justification": flag.justification if flag else "",
                 "cell_dir": str(cdir),
             }
         )
@@ -72,15 +85,17 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
         table[col] = pd.to_numeric(table[col])
     for col in ("solve_exit_code", "final_model_files", "eval_attempts"):
         table[col] = table[col].astype("Int64")
-    return table
+    return typed(table)
 
 
 def write_tables(campaign: Campaign, paths: Mapping[str, Path]) -> tuple[pd.DataFrame, pd.DataFrame, Weights]:
-    """The cell table and the leaderboard (CSV and Markdown), each written atomically to
-    the paths named `cells`, `leaderboard_csv`, `leaderboard_md` (see COLLECT_OUTPUTS);
-    returns (cell table, leaderboard, weights)."""
-    table = cell_table(campaign)
-    board, weights = leaderboard(table, campaign.config.get("leaderboard"))
+    """The cell table (with the leaderboard's `score` and `substituted` columns) and the
+    leaderboard (CSV and Markdown), each written atomically to the paths named `cells`,
+    `leaderboard_csv`, `leaderboard_md` (see COLLECT_OUTPUTS); returns (cell table,
+    leaderboard, weights)."""
+    board_config = campaign.config.get("leaderboard")
+    table = with_fallback(cell_table(campaign), board_config)
+    board, weights = leaderboard(table, board_config)
     atomic_write_text(paths["cells"], table.to_csv(index=False))
     atomic_write_text(paths["leaderboard_csv"], board.to_csv(index=False))
     atomic_write_text(paths["leaderboard_md"], leaderboard_markdown(board, weights, table))

@@ -9,6 +9,12 @@ several) and per task:
   `complete = False`, and an entry's weighted average needs every task complete.
 Reference rows: the base models (the `leaderboard.base_agent`'s cells, normally `noop`)
 and, when configured, the instruct models' published scores.
+
+`leaderboard.missing: base_model` is PostTrainBench's fallback: a cell whose agent failed
+counts as the base model's score for that task and model (`score`, marked `substituted`;
+`n_substituted` counts them, and every rendering marks them `†`). infra_failed and pending
+cells never do. Agents are ranked by weighted average (descending, ties by name; entries
+without one last); the reference rows follow in a fixed order.
 """
 
 from __future__ import annotations
@@ -23,11 +29,18 @@ from typing import Any
 
 import pandas as pd
 
+from ptb_harness.results.usage import USAGE_COLUMNS, usage_markdown, usage_rows
+
 WEIGHTED = "weighted average"
 BASE, INSTRUCT, AGENT = "base model", "instruct model", "agent"
 LEGEND = (
-    "Accuracy: mean over models of the mean over repeats; ± sample std over repeats; "
-    "(scored/total cells); * = some model has no score for this task; — = nothing scored."
+    "Ranked by weighted average. Accuracy: mean over models of the mean over repeats; ± sample std over "
+    "repeats; (scored/total cells); * = some model has no score for this task; — = nothing scored."
+)
+DAGGER = "†"
+FOOTNOTE = (
+    f"{DAGGER} = includes cells whose agent failed, counted as the base model's score for that task and "
+    f"model (leaderboard.missing: base_model); `; N{DAGGER}` says how many."
 )
 _STYLE = (
     "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
@@ -37,6 +50,17 @@ _STYLE = (
 #: The cell-table columns listed for every cell without a score.
 UNSCORED_COLUMNS = ["agent", "task", "model", "hours", "num_gpus", "run", "outcome", "evidence"]
 _UNSCORED_HEAD = ["agent", "task", "model", "hours", "GPUs", "run", "outcome", "evidence"]
+FLAGGED_COLUMNS = ["agent", "task", "model", "hours", "num_gpus", "run", "flag", "counted", "flag_justification"]
+_FLAGGED_HEAD = ["agent", "task", "model", "hours", "GPUs", "run", "flag", "counted as", "justification"]
+
+
+def flagged_cells(table: pd.DataFrame) -> pd.DataFrame:
+    """The cells a judge flagged (or could not judge), with how the leaderboard counts them."""
+    if "flagged" not in table:
+        return table.iloc[0:0].assign(counted="")
+    flagged = table[table["flagged"].fillna(False).astype(bool)]
+    sub = flagged["substituted"] if "substituted" in flagged else pd.Series(False, index=flagged.index)
+    return flagged.assign(counted=["base model's score" if s else "left out" for s in sub.fillna(False)])
 
 
 def _entry_names(table: pd.DataFrame) -> pd.Series:
@@ -80,17 +104,50 @@ def task_weights(board_config: Mapping[str, Any], tasks: list[str], base_means: 
     return Weights({t: w / total for t, w in raw.items()}, rule)
 
 
+def counts_as_base_model(outcome: str, flagged: bool = False) -> bool:
+    """Under `missing: base_model`, whether a cell counts as the base model's score: its
+    agent failed, or (once judges flag cells) a judge flagged its score. infra_failed and
+    pending cells never do: infrastructure is fixed and rerun, not papered over."""
+    return outcome == "agent_failed" or (flagged and outcome == "scored")
+
+
+def with_fallback(table: pd.DataFrame, board_config: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The cell table with `score` (the value the leaderboard counts) and `substituted`
+    (True where that is the base model's score, under `leaderboard.missing: base_model`).
+    The base score of a task and model is the mean of the base agent's scored repeats; a
+    cell with none to fall back on stays empty."""
+    board_config = board_config or {}
+    flagged = table["flagged"].fillna(False).astype(bool) if "flagged" in table else pd.Series(False, index=table.index)
+    # a flagged score is never the agent's: left out, or the base model's below
+    table = table.assign(score=table["accuracy"].where(~flagged), substituted=False)
+    if board_config.get("missing", "empty") != "base_model" or table.empty:
+        return table
+    base_agent = board_config.get("base_agent", "noop")
+    is_base = table["agent"] == base_agent
+    base = table[is_base & ~flagged].dropna(subset=["accuracy"]).groupby(["task", "model"])["accuracy"].mean()
+    eligible = ~is_base & pd.Series(
+        [counts_as_base_model(o, bool(f)) for o, f in zip(table["outcome"], flagged, strict=True)], index=table.index
+    )
+    fill = pd.Series(base.reindex(pd.MultiIndex.from_frame(table[["task", "model"]])).to_numpy(), index=table.index)
+    sub = eligible & fill.notna()
+    table.loc[sub, "score"] = fill[sub]
+    table.loc[sub, "substituted"] = True
+    return table
+
+
 def _task_stats(cells: pd.DataFrame, models: list[str]) -> tuple[dict[str, Any], pd.Series]:
     """(mean, std over repeats and counts of one entry's cells for one task; the mean over
-    models of each repeat in which every model is scored)."""
-    scored = cells.dropna(subset=["accuracy"])
-    per_model = scored.groupby("model")["accuracy"].mean()
-    per_run = scored.pivot_table(index="run", columns="model", values="accuracy", aggfunc="mean")
+    models of each repeat in which every model has a value)."""
+    valued = cells.dropna(subset=["score"])
+    per_model = valued.groupby("model")["score"].mean()
+    per_run = valued.pivot_table(index="run", columns="model", values="score", aggfunc="mean")
     run_means = per_run.reindex(columns=models).dropna().mean(axis=1)
+    n_substituted = int(valued["substituted"].sum())
     stats = {
         "mean": per_model.mean() if len(per_model) else math.nan,
         "std": run_means.std(ddof=1) if len(run_means) >= 2 else math.nan,
-        "n_scored": len(scored),
+        "n_scored": len(valued) - n_substituted,
+        "n_substituted": n_substituted,
         "n_cells": len(cells),
         "n_models_scored": len(per_model),
         "n_models": len(models),
@@ -111,6 +168,7 @@ def _instruct_rows(board_config: Mapping[str, Any], models: list[str]) -> list[d
                 "mean": sum(vals) / len(vals) if vals else math.nan,
                 "std": math.nan,
                 "n_scored": 0,
+                "n_substituted": 0,
                 "n_cells": 0,
                 "n_models_scored": len(vals),
                 "n_models": len(models),
@@ -141,6 +199,7 @@ def _weighted_rows(
                 "mean": mean,
                 "std": std,
                 "n_scored": int(part["n_scored"].sum()),
+                "n_substituted": int(part["n_substituted"].sum()),
                 "n_cells": int(part["n_cells"].sum()),
                 "n_models_scored": int(part["n_models_scored"].min()),
                 "n_models": int(part["n_models"].max()),
@@ -151,9 +210,12 @@ def _weighted_rows(
 
 
 def leaderboard(table: pd.DataFrame, board_config: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, Weights]:
-    """Long-form leaderboard (kind, entry, task, mean, std, counts, weight) and the weights."""
+    """Long-form leaderboard (rank, kind, entry, task, mean, std, counts, weight), ranked,
+    and the weights. `table`: the cell table, with or without `with_fallback`'s columns."""
     board_config = board_config or {}
     base_agent = board_config.get("base_agent", "noop")
+    if "score" not in table:
+        table = with_fallback(table, board_config)
     table = table.assign(entry=_entry_names(table))
     tasks = sorted(table["task"].unique())
     models = sorted(table["model"].unique())
@@ -170,9 +232,32 @@ def leaderboard(table: pd.DataFrame, board_config: Mapping[str, Any] | None = No
     rows += _weighted_rows(pd.DataFrame(rows), weights, tasks, run_means)
     board = pd.DataFrame(rows)
     board["weight"] = board["task"].map({**weights.by_task, WEIGHTED: 1.0})
-    order = {AGENT: 0, BASE: 1, INSTRUCT: 2}
-    board = board.sort_values(["kind", "entry", "task"], key=lambda c: c.map(order) if c.name == "kind" else c)
-    return board.reset_index(drop=True), weights
+    return _ranked(board, tasks), weights
+
+
+def _ranked(board: pd.DataFrame, tasks: list[str]) -> pd.DataFrame:
+    """Agents by weighted average, descending (ties by name; equal averages share a rank,
+    entries without one come last, unranked), then the base models, then the instruct
+    models; each entry's tasks in order, its weighted average last."""
+    averages = board[board["task"] == WEIGHTED].set_index("entry")
+    agents = averages[averages["kind"] == AGENT]["mean"]
+    order = sorted(
+        agents.index, key=lambda e: (math.isnan(agents[e]), -agents[e] if not math.isnan(agents[e]) else 0, e)
+    )
+    rank: dict[str, int] = {}
+    for i, entry in enumerate(order):
+        if math.isnan(agents[entry]):
+            break
+        tied = i and math.isclose(agents[entry], agents[order[i - 1]], rel_tol=0, abs_tol=1e-12)
+        rank[entry] = rank[order[i - 1]] if tied else i + 1
+    for kind in (BASE, INSTRUCT):
+        order += sorted(averages[averages["kind"] == kind].index)
+    position = {entry: i for i, entry in enumerate(order)}
+    task_position = {task: i for i, task in enumerate([*tasks, WEIGHTED])}
+    board = board.assign(rank=board["entry"].map(rank).astype("Int64"))
+    keys = board["entry"].map(position) * len(task_position) + board["task"].map(task_position)
+    board = board.loc[keys.sort_values(kind="stable").index]
+    return board[["rank", *(c for c in board.columns if c != "rank")]].reset_index(drop=True)
 
 
 # -- rendering -----------------------------------------------------------------------------
@@ -181,24 +266,35 @@ def leaderboard(table: pd.DataFrame, board_config: Mapping[str, Any] | None = No
 def _fmt(r: Any) -> str:
     if r["kind"] == INSTRUCT:
         return "—" if math.isnan(r["mean"]) else f"{r['mean']:.3f}"
-    if r["n_scored"] == 0 or math.isnan(r["mean"]):
-        return f"— ({r['n_scored']}/{r['n_cells']})"
+    subs = f"; {r['n_substituted']}{DAGGER}" if r["n_substituted"] else ""
+    counts = f"({r['n_scored']}/{r['n_cells']}{subs})"
+    if r["n_scored"] + r["n_substituted"] == 0 or math.isnan(r["mean"]):
+        return f"— {counts}"
     std = "" if math.isnan(r["std"]) else f" ± {r['std']:.3f}"
     star = "" if r["complete"] else "*"
-    return f"{r['mean']:.3f}{std}{star} ({r['n_scored']}/{r['n_cells']})"
+    return f"{r['mean']:.3f}{DAGGER if subs else ''}{std}{star} {counts}"
 
 
 def leaderboard_wide(board: pd.DataFrame) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """(header, [(kind, row)]): entries (agents, then references) by tasks and the
-    weighted average."""
+    """(header, [(kind, row)]): the ranked entries, then the references, by tasks and the
+    weighted average; the first column is the rank (`—`: an agent without a weighted
+    average; empty for reference rows)."""
     tasks = sorted(t for t in board["task"].unique() if t != WEIGHTED)
     cols = [*tasks, WEIGHTED]
     rows = []
     for (kind, entry), part in board.groupby(["kind", "entry"], sort=False):
         by_task = part.set_index("task")
+        rank = part["rank"].iloc[0]
+        shown_rank = "" if kind != AGENT else ("—" if pd.isna(rank) else str(rank))
         label = entry if kind == AGENT else f"{kind}: {entry}"
-        rows.append((kind, [label, *(_fmt(by_task.loc[t]) if t in by_task.index else "" for t in cols)]))
-    return ["entry", *cols], rows
+        cells = [_fmt(by_task.loc[t]) if t in by_task.index else "" for t in cols]
+        rows.append((kind, [shown_rank, label, *cells]))
+    return ["rank", "entry", *cols], rows
+
+
+def footnotes(board: pd.DataFrame) -> list[str]:
+    """The footnote on substituted values, when there are any."""
+    return [FOOTNOTE] if board["n_substituted"].sum() else []
 
 
 def weights_line(weights: Weights) -> str:
@@ -215,14 +311,23 @@ def leaderboard_markdown(board: pd.DataFrame, weights: Weights, table: pd.DataFr
     lines += ["| " + " | ".join(r) + " |" for _, r in rows]
     counts = table["outcome"].value_counts()
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
-    out = ["# Leaderboard", "", LEGEND, "", *lines, "", weights_line(weights), ""]
+    out = ["# Leaderboard", "", LEGEND, "", *lines, ""]
+    out += [f"{note}\n" for note in footnotes(board)] + [weights_line(weights), ""]
     out += [f"Cells: {len(table)} ({summary}).", ""]
+    out += usage_markdown(table) if "input_tokens" in table else []
     unscored = table[table["outcome"] != "scored"]
     if len(unscored):
         out += ["## Cells without a score", "", "| " + " | ".join(_UNSCORED_HEAD) + " |"]
         out += ["|" + "---|" * len(UNSCORED_COLUMNS)]
         for r in unscored[UNSCORED_COLUMNS].itertuples(index=False):
             out.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |")
+        out.append("")
+    flagged = flagged_cells(table)
+    if len(flagged):
+        out += ["## Flagged cells (judge)", "", "| " + " | ".join(_FLAGGED_HEAD) + " |"]
+        out += ["|" + "---|" * len(FLAGGED_COLUMNS)]
+        for r in flagged[FLAGGED_COLUMNS].itertuples(index=False):
+            out.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in r) + " |")
         out.append("")
     return "\n".join(out)
 
@@ -237,7 +342,15 @@ def leaderboard_html(board: pd.DataFrame, weights: Weights, table: pd.DataFrame,
     for kind, r in rows:
         cls = "" if kind == AGENT else " class='ref'"
         parts.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>")
-    parts += ["</table>", f"<p>{html.escape(weights_line(weights))}</p>"]
+    parts.append("</table>")
+    parts += [f"<p class='footnote'>{html.escape(note)}</p>" for note in footnotes(board)]
+    parts.append(f"<p>{html.escape(weights_line(weights))}</p>")
+    if "input_tokens" in table and not table[list(USAGE_COLUMNS)].isna().all().all():
+        head, rows = usage_rows(table)
+        parts.append("<h2>Tokens and cost per entry</h2><table id='usage'>")
+        parts.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
+        parts += ["<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in rows]
+        parts.append("</table>")
     for img in images:
         data = base64.b64encode(img.read_bytes()).decode()
         parts.append(f"<p><img alt='{html.escape(img.stem)}' src='data:image/png;base64,{data}'></p>")
@@ -246,6 +359,13 @@ def leaderboard_html(board: pd.DataFrame, weights: Weights, table: pd.DataFrame,
         parts.append(f"<h2>Cells without a score ({len(unscored)})</h2><table id='unscored'>")
         parts.append("<tr>" + "".join(f"<th>{c}</th>" for c in _UNSCORED_HEAD) + "</tr>")
         for r in unscored[UNSCORED_COLUMNS].itertuples(index=False):
+            parts.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>")
+        parts.append("</table>")
+    flagged = flagged_cells(table)
+    if len(flagged):
+        parts.append(f"<h2>Flagged cells ({len(flagged)})</h2><table id='flagged'>")
+        parts.append("<tr>" + "".join(f"<th>{c}</th>" for c in _FLAGGED_HEAD) + "</tr>")
+        for r in flagged[FLAGGED_COLUMNS].itertuples(index=False):
             parts.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>")
         parts.append("</table>")
     parts.append("</body></html>")

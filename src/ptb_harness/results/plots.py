@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ptb_harness.core.records import atomic_write_text
-from ptb_harness.results.leaderboard import AGENT, WEIGHTED, Weights, leaderboard_html
+from ptb_harness.results.leaderboard import AGENT, DAGGER, WEIGHTED, Weights, leaderboard_html
 
 
 def _save(fig: plt.Figure, path: Path) -> None:
@@ -45,7 +45,9 @@ def leaderboard_bars(board: pd.DataFrame, path: Path) -> None:
             hatch="" if r.kind == AGENT else "//",
             edgecolor="black",
         )
-        ax.text(i, r.mean, f"{r.mean:.3f}\n({r.n_scored}/{r.n_cells})", ha="center", va="bottom", fontsize=8)
+        subs = f"; {r.n_substituted}{DAGGER}" if r.n_substituted else ""
+        label = f"{r.mean:.3f}{DAGGER if subs else ''}\n({r.n_scored}/{r.n_cells}{subs})"
+        ax.text(i, r.mean, label, ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(rows)), [f"{e}" for e in rows["entry"]], rotation=20, ha="right")
     ax.set_ylim(0, 1.15)
     ax.set_ylabel(f"accuracy ({column})")

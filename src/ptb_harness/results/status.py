@@ -1,8 +1,9 @@
 """`ptb-harness status`: where a campaign stands, from its files alone (no Snakemake DAG).
 
 A grid with a row per agent and model and a column per task. Each entry has one mark
-per cell (hours, GPUs and repeat, in that order): S scored, A agent_failed,
-I infra_failed, R running, . pending. Under it, the counts per outcome and every cell
+per cell (hours, GPUs and repeat, in that order): S scored, F scored but flagged by the
+judge (or not judged yet, with the judge on), A agent_failed, I infra_failed, R running,
+. pending. Under it, the counts per outcome and every cell
 that failed or runs, with its evidence.
 """
 
@@ -14,10 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptb_harness.campaign.cells import CELL_DIR_PATTERN, Campaign, Cell
+from ptb_harness.results.flags import cell_flag
 from ptb_harness.results.outcome import OUTCOMES, Liveness, cell_outcome, local_liveness
 from ptb_harness.runtime.scheduler import live_slurm_jobs
 
 MARKS = {"scored": "S", "agent_failed": "A", "infra_failed": "I", "running": "R", "pending": "."}
+#: a scored cell the judge flagged (its own mark: its score does not count as the agent's)
+FLAGGED_MARK = "F"
 
 
 @dataclass(frozen=True)
@@ -27,9 +31,22 @@ class CellStatus:
     evidence: str
     #: metrics.json as Snakemake names it (relative to the working directory, as configured)
     target: str
+    #: the judge's flag of a scored cell, e.g. "contamination" or "judge_failed"; "" when none
+    flag: str = ""
+    flag_justification: str = ""
+
+    @property
+    def mark(self) -> str:
+        return FLAGGED_MARK if self.flag and self.outcome == "scored" else MARKS[self.outcome]
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.cell.wildcards, "outcome": self.outcome, "evidence": self.evidence, "target": self.target}
+        return {
+            **self.cell.wildcards,
+            "outcome": self.outcome,
+            "evidence": self.evidence,
+            "target": self.target,
+            "flag": self.flag,
+        }
 
 
 def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[CellStatus]:
@@ -37,11 +54,16 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[C
     host's processes and (asked once, only if needed) Slurm's queue."""
     results = campaign.config["paths"]["results_dir"]
     alive = alive or local_liveness(live_slurm_jobs)
+    judged = bool((campaign.config.get("judge") or {}).get("enabled"))
     out = []
     for cell in campaign.cells():
         rel = CELL_DIR_PATTERN.format(**cell.wildcards)
         outcome, evidence, _ = cell_outcome(campaign.results_dir / rel, alive, all_records=False)
-        out.append(CellStatus(cell, outcome, evidence, f"{results}/{rel}/metrics.json"))
+        flag = cell_flag(campaign.results_dir / rel, judged) if outcome == "scored" else None
+        status = CellStatus(cell, outcome, evidence, f"{results}/{rel}/metrics.json")
+        if flag is not None:
+            status = CellStatus(cell, outcome, evidence, status.target, flag.reason, flag.justification)
+        out.append(status)
     return out
 
 
@@ -57,7 +79,7 @@ def grid(statuses: list[CellStatus]) -> list[str]:
     for s in statuses:
         row = entries.setdefault((s.cell.agent, s.cell.model), {})
         key = (float(s.cell.hours), s.cell.num_gpus, s.cell.run)
-        row.setdefault(s.cell.task, []).append((key, MARKS[s.outcome]))
+        row.setdefault(s.cell.task, []).append((key, s.mark))
     head = ["agent / model", *tasks]
     rows = [
         [f"{agent} / {model}", *("".join(m for _, m in sorted(by_task.get(t, []))) for t in tasks)]
@@ -71,18 +93,33 @@ def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = 
     total = counts(statuses)
     out = [f"campaign {campaign.config['name']}: {len(statuses)} cells"]
     out.append("  " + ", ".join(f"{n} {k}" for k, n in total.items()))
-    out += ["", "marks: S scored, A agent_failed, I infra_failed, R running, . pending (hours, GPUs, repeat)"]
+    out += [
+        "",
+        "marks: S scored, F scored but flagged by the judge, A agent_failed, I infra_failed, R running, . pending"
+        " (hours, GPUs, repeat)",
+    ]
     out += grid(statuses)
     listed = [s for s in statuses if s.outcome != "scored" and (show_pending or s.outcome != "pending")]
     if listed:
         out += ["", "cells without a score:"]
         out += [f"  {s.outcome:<12} {s.target.removesuffix('/metrics.json')}: {s.evidence}" for s in listed]
+    flagged = [s for s in statuses if s.flag]
+    if flagged:
+        out += ["", "flagged by the judge (not counted as the agent's score):"]
+        out += [
+            f"  {s.flag:<12} {s.target.removesuffix('/metrics.json')}: {s.flag_justification[:300]}" for s in flagged
+        ]
     pending = Counter(s.evidence for s in statuses if s.outcome == "pending")
     if pending and not show_pending:
         out += ["", "pending (--all lists them): " + "; ".join(f"{n} {why}" for why, n in pending.most_common())]
-    unscored = total["pending"] + total["agent_failed"] + total["infra_failed"]
-    if unscored:
-        out += ["", f"{unscored} cells lack a score; `ptb-harness status --targets` names their metrics.json."]
+    rerun = total["pending"] + total["infra_failed"]
+    if rerun:
+        out += ["", f"{rerun} cells can still be scored; `ptb-harness status --targets` names their metrics.json."]
+    if total["agent_failed"]:
+        out += [
+            f"{total['agent_failed']} cells are agent_failed: final, left out of --targets "
+            "(--include-agent-failed lists them too)."
+        ]
     return "\n".join(out)
 
 
@@ -98,7 +135,10 @@ def as_json(campaign: Campaign, statuses: list[CellStatus]) -> str:
     )
 
 
-def targets(statuses: list[CellStatus]) -> list[str]:
+def targets(statuses: list[CellStatus], include_agent_failed: bool = False) -> list[str]:
     """metrics.json of every cell that lacks a score and is not running: give these to
-    Snakemake and it plans only them (fast at any campaign size)."""
-    return [s.target for s in statuses if s.outcome not in ("scored", "running")]
+    Snakemake and it plans only them (fast at any campaign size). An agent's failure is
+    final (rescoring a model that cannot be loaded fails the same way, every time), so
+    agent_failed cells are left out unless asked for."""
+    skip = {"scored", "running"} | (set() if include_agent_failed else {"agent_failed"})
+    return [s.target for s in statuses if s.outcome not in skip]

@@ -181,20 +181,21 @@ class Codex(Renderer):
     name = "codex"
     types = frozenset({"thread.started", "turn.started", "turn.completed", "turn.failed", "error"})
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._thread = ""
+        self._thread_usage: dict[str, dict[str, Any]] = {}
+
     def render(self, obj: dict[str, Any]) -> list[str]:
         t = obj.get("type", "")
         self.events[t] += 1
         if t == "thread.started":
             self.tally.add("sessions", 1)
+            self._thread = str(obj.get("thread_id", ""))
             return [f"SYSTEM: thread {obj.get('thread_id', '')}"]
         if t == "turn.completed":
             self.add_usage(obj.get("usage"), ("input_tokens", "cached_input_tokens", "output_tokens"))
-            u = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
-            # Codex's input_tokens already include the cached ones
-            self.tally.add("input_tokens", u.get("input_tokens"))
-            self.tally.add("cached_tokens", u.get("cached_input_tokens"))
-            self.tally.add("output_tokens", u.get("output_tokens"))
-            self.tally.add("turns", 1)
+            self._tally_turn(obj.get("usage") if isinstance(obj.get("usage"), dict) else {})
             return []
         if t in ("turn.failed", "error"):
             err = obj.get("error") or {}
@@ -204,6 +205,19 @@ class Codex(Renderer):
         ):
             return self._item(obj.get("item") or {}, started=t == "item.started")
         return []
+
+    def _tally_turn(self, usage: dict[str, Any]) -> None:
+        """A turn's usage is the thread's total so far (a resumed thread goes on counting
+        from its earlier turns): add only what grew since the thread's last turn."""
+        last = self._thread_usage.get(self._thread, {})
+        # Codex's input_tokens already include the cached ones
+        for ours, theirs in (("input_tokens", "input_tokens"), ("cached_tokens", "cached_input_tokens"),
+                             ("output_tokens", "output_tokens")):  # fmt: skip
+            value = usage.get(theirs)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.tally.add(ours, value - last.get(theirs, 0))
+        self._thread_usage[self._thread] = usage
+        self.tally.add("turns", 1)
 
     def _item(self, item: dict[str, Any], started: bool) -> list[str]:
         kind = item.get("type") or item.get("item_type")

@@ -1,0 +1,39 @@
+"""`ptb-harness status --targets`: what a rerun is given."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import campaign_config, make_workdir
+
+from ptb_harness.campaign.cells import Cell
+from ptb_harness.campaign.config import load_config_files
+
+
+def _targets(workdir: Path, *flags: str) -> list[str]:
+    cmd = [sys.executable, "-m", "ptb_harness", "status", "--workdir", str(workdir), "--targets", *flags]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_targets_leave_agent_failed_cells_out_unless_asked(tmp_path: Path):
+    """Three cells: scored, agent_failed (no final model), pending. A rerun re-evaluates
+    only the pending one; --include-agent-failed adds the failed agent's cell."""
+    make_workdir(tmp_path, campaign_config(runs=[1, 2, 3]))
+    campaign = load_config_files(tmp_path)
+    solved = {"status": "exited", "exit_code": 0, "final_model_files": 1, "description": "exited with code 0"}
+    for run, files in (
+        (1, {"solve.json": solved, "metrics.json": {"accuracy": 0.5}}),
+        (2, {"solve.json": {**solved, "final_model_files": 0}}),
+    ):
+        d = campaign.cell_dir(Cell("exit0", "fake", "m1", "0.0005", 0, run))
+        d.mkdir(parents=True)
+        for name, record in files.items():
+            (d / name).write_text(json.dumps(record))
+    cell = "results/cells/exit0/fake/m1/0.0005h-0gpu-run{}/metrics.json"
+    assert _targets(tmp_path) == [cell.format(3)]
+    assert _targets(tmp_path, "--include-agent-failed") == [cell.format(2), cell.format(3)]
+    grid = subprocess.run(
+        [sys.executable, "-m", "ptb_harness", "status", "--workdir", str(tmp_path)], capture_output=True, text=True
+    ).stdout
+    assert "1 cells are agent_failed: final, left out of --targets" in grid
