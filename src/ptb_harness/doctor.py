@@ -6,6 +6,7 @@ outside a temporary probe file in the results dir and tmp_root.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ptb_harness.campaign.agents import load_agent
 from ptb_harness.campaign.cells import Campaign
+from ptb_harness.runtime.agent_cli import installed_version, pinned_versions
 
 #: Host variables that choose a cache; the harness sets all of them inside sandboxes.
 SHADOWING_VARS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "XDG_CACHE_HOME")
@@ -173,6 +176,52 @@ def check_host_cache_vars(site: Mapping[str, Any], host_env: Mapping[str, str]) 
     return checks
 
 
+#: Where containers/agent.def installs the pinned agent CLIs inside the agent image.
+IMAGE_CLI_PREFIX = "/opt/agent-cli"
+
+
+def _image_cli_version(site: Mapping[str, Any], package: str) -> str | None:
+    manifest = f"{IMAGE_CLI_PREFIX}/node_modules/{package}/package.json"
+    try:
+        res = subprocess.run(
+            [site["apptainer"], "exec", str(site["agent_image"]), "cat", manifest],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return str(json.loads(res.stdout)["version"]) if res.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
+        return None
+
+
+def check_agent_clis(campaign: Campaign) -> list[Check]:
+    """Each campaign agent's CLI (agent.json "cli") at the version agents/cli pins, where
+    the site's runtime finds it: the prefix of `ptb-harness setup-agents` (none) or the
+    agent image's /opt/agent-cli (apptainer)."""
+    site = campaign.config["site"]
+    lock_dir = campaign.agents_dir / "cli"
+    pins = pinned_versions(lock_dir) if (lock_dir / "package.json").is_file() else {}
+    prefix = campaign.workdir / site.get("agent_cli_prefix", "resources/agent-cli")
+    checks, seen = [], set()
+    for name in campaign.agent_names:
+        package = load_agent(campaign.agent_dir(name)).cli
+        if not package or package in seen:
+            continue
+        seen.add(package)
+        want = pins.get(package)
+        if want is None:
+            checks.append(Check(f"agent CLI {package}", False, f"not pinned in {lock_dir}/package.json"))
+            continue
+        if site["runtime"] == "none":
+            have, where, fix = installed_version(prefix, package), str(prefix), "ptb-harness setup-agents"
+        else:
+            have, where = _image_cli_version(site, package), f"{site['agent_image']}:{IMAGE_CLI_PREFIX}"
+            fix = "rebuild the agent image from containers/agent.def"
+        detail = f"{package} {have or 'not installed'} in {where} (pinned {want})"
+        checks.append(Check(f"agent CLI {package}", have == want, detail, fix))
+    return checks
+
+
 def run_checks(campaign: Campaign, host_env: Mapping[str, str] | None = None) -> list[Check]:
     host_env = dict(os.environ if host_env is None else host_env)
     site = campaign.config["site"]
@@ -184,6 +233,7 @@ def run_checks(campaign: Campaign, host_env: Mapping[str, str] | None = None) ->
         lambda: check_tmp_root(site),
         lambda: check_results_dir(campaign),
         lambda: check_host_cache_vars(site, host_env),
+        lambda: check_agent_clis(campaign),
     ]
     checks: list[Check] = []
     for step in steps:
