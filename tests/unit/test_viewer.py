@@ -87,3 +87,24 @@ def test_large_or_broken_records_are_not_inlined(tmp_path, monkeypatch):
     page = (tmp_path / "v" / "cells" / f"{cell.slug}.html").read_text()
     assert "[[[[" in page  # shown as it is
     assert "too large to show here" in page
+
+
+def test_flagged_cells_are_marked_in_the_grid(tmp_path):
+    import pandas as pd
+
+    from ptb_harness.campaign.cells import collect_outputs
+    from ptb_harness.results.campaign_views import write_views
+
+    rows = []
+    for agent, flagged in (("clean", False), ("cheat", True)):
+        d = tmp_path / "cells" / agent
+        d.mkdir(parents=True)
+        rows.append(
+            {"agent": agent, "task": "t", "model": "m", "hours": "1", "num_gpus": 0, "run": 1, "outcome": "scored"}
+            | {"evidence": "", "cell_dir": str(d), "flagged": flagged}
+        )
+    results = tmp_path / "results"
+    write_views(pd.DataFrame(rows), collect_outputs(results), results, "c")
+    index = (results / "viewer" / "index.html").read_text()
+    assert "class='m scored flagged' href='cells/cheat.t.m.1h-0gpu-run1.html'" in index
+    assert "class='m scored' href='cells/clean.t.m.1h-0gpu-run1.html'" in index

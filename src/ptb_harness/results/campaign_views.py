@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ptb_harness.campaign.cells import CELL_GPU_PLOTS, Cell
@@ -105,6 +106,7 @@ def write_views(table: pd.DataFrame, paths: Mapping[str, Path], results_dir: Pat
         )
         for c in cells
     ]
-    flagged = {_slug(c) for c in cells if c.get("flagged") is True}
+    # cells.csv's `flagged`: a judge flag (or no verdict where the judge is on); NaN = no column value
+    flagged = {_slug(c) for c in cells if isinstance(c.get("flagged"), bool | np.bool_) and c["flagged"]}
     stats = write_viewer(paths["viewer"].parent, title, viewer_cells, by_cell, cell_plots_dir, flagged)
     return ViewsSummary(gpu_rows=len(rows), monitors_read=cache.misses, cell_plots=len(plots), viewer=stats)
