@@ -17,17 +17,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ptb_harness.results.gpu_usage import MONITOR
+from ptb_harness.results.plots import save_figure
 
 STAGES = ("solve", "evaluate")
 STAGE_COLOURS = {"solve": "tab:blue", "evaluate": "tab:orange"}
-
-
-def _save(fig: plt.Figure, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
 
 
 def campaign_gpu_figure(usage: pd.DataFrame, path: Path) -> None:
@@ -40,7 +33,7 @@ def campaign_gpu_figure(usage: pd.DataFrame, path: Path) -> None:
     )
     if usage.empty:
         axes[0].text(0.5, 0.5, "no GPU monitor in any cell", ha="center", va="center", transform=axes[0].transAxes)
-        _save(fig, path)
+        save_figure(fig, path, dpi=100)
         return
     hours = usage.pivot_table(index="entry", columns="stage", values="gpu_hours", aggfunc="sum", fill_value=0.0)
     stages = [s for s in STAGES if s in hours.columns] + [s for s in hours.columns if s not in STAGES]
@@ -77,7 +70,7 @@ def campaign_gpu_figure(usage: pd.DataFrame, path: Path) -> None:
             ax.set_xlim(*limits)
     axes[0].set_ylim(-0.6, len(order) - 0.4)
     fig.suptitle(f"GPU use per entry ({solve['cell_dir'].nunique()} cells with a solve monitor)", fontsize=10)
-    _save(fig, path)
+    save_figure(fig, path, dpi=100)
 
 
 def gpu_over_time(monitor_csv: Path, path: Path, title: str) -> bool:
@@ -98,7 +91,7 @@ def gpu_over_time(monitor_csv: Path, path: Path, title: str) -> bool:
     util.set_xlabel("minutes since the first sample")
     mem.legend(fontsize=7)
     mem.set_title(title)
-    _save(fig, path)
+    save_figure(fig, path, dpi=100)
     return True
 
 

@@ -18,10 +18,11 @@ from ptb_harness.core.records import atomic_write_text
 from ptb_harness.results.leaderboard import AGENT, DAGGER, WEIGHTED, Weights, leaderboard_html
 
 
-def _save(fig: plt.Figure, path: Path) -> None:
+def save_figure(fig: plt.Figure, path: Path, dpi: int = 110) -> None:
+    """Write fig to path as PNG atomically (a reader never sees half a file), and close it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     tmp.replace(path)
 
@@ -52,7 +53,7 @@ def leaderboard_bars(board: pd.DataFrame, path: Path) -> None:
     ax.set_ylim(0, 1.15)
     ax.set_ylabel(f"accuracy ({column})")
     ax.set_title("Leaderboard (error bars: std over repeats; hatched: reference)")
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def task_heatmap(board: pd.DataFrame, path: Path) -> None:
@@ -69,7 +70,7 @@ def task_heatmap(board: pd.DataFrame, path: Path) -> None:
     ax.set_yticks(range(len(grid.index)), grid.index)
     fig.colorbar(im, ax=ax, label="accuracy")
     ax.set_title("Mean accuracy per task")
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def distinct_colour(i: int) -> tuple[float, float, float, float]:
@@ -93,7 +94,7 @@ def time_vs_budget(table: pd.DataFrame, path: Path) -> None:
     ax.set_ylabel("agent time / budget")
     ax.set_title("Time used vs budget (one point per solved cell)")
     ax.legend()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def write_plots(table: pd.DataFrame, board: pd.DataFrame, weights: Weights, paths: Mapping[str, Path]) -> list[Path]:
