@@ -69,6 +69,7 @@ def run_agent_cell(
     base_url_env: dict[str, str],
     hours: float = 0.01,
     solve: dict | None = None,
+    targets: tuple[str, ...] = (),
 ) -> CellRun:
     """Run one cell of ``agents/<agent_dir>`` (copied from the repo) against the scripted
     model server (a test stand-in), with every proxy variable pointing at a second
@@ -107,6 +108,9 @@ def run_agent_cell(
             env.pop(k, None)
         cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
         cmd += ["--profile", str(profile)]
+        # only these files of the cell (e.g. solve.json, usage.json): no scoring, no tables
+        cell_rel = f"results/cells/{entry['name']}/fake/m1/{hours:g}h-0gpu-run1"
+        cmd += [f"{cell_rel}/{t}" for t in targets]
         t0 = time.monotonic()
         res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         seconds = time.monotonic() - t0
