@@ -78,11 +78,17 @@ def read_test_set(task_dir: Path, info: Mapping[str, Any], hf_home: str | None) 
             import datasets  # the scorer's library; offline, from the site's cache
         except ImportError:
             raise JudgeInputError("test set: the `datasets` package is not installed for the judge") from None
-        if hf_home:
-            os.environ.setdefault("HF_HOME", hf_home)
-        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+        # the site's cache, as the scorer reads it (datasets' Arrow cache; offline on compute nodes)
+        cache_dir = str(Path(hf_home) / "datasets") if hf_home else None
         try:
-            rows = list(datasets.load_dataset(spec["hf_dataset"], spec.get("config"), split=spec.get("split", "test")))
+            ds = datasets.load_dataset(
+                spec["hf_dataset"],
+                spec.get("config"),
+                data_dir=spec.get("data_dir"),
+                split=spec.get("split", "test"),
+                cache_dir=cache_dir,
+            )
+            rows = list(ds)
         except Exception as e:  # any loader failure is the same to the verdict
             raise JudgeInputError(f"test set {spec['hf_dataset']}: cannot load ({type(e).__name__}: {e})") from None
     else:
