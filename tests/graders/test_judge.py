@@ -225,3 +225,18 @@ def test_combine_never_reads_a_failure_as_clean():
     }
     out = combine(det, judged, "")
     assert out["verdict"] == "flagged" and out["flags"] == ["api_usage"] and out["api_usage"]["flagged_by"] == ["judge"]
+
+
+def test_hosted_api_calls_in_the_agents_code_reach_the_judge_as_evidence(tmp_path: Path):
+    with StandInGrader(default=clean_answer) as server:
+        campaign, cell, cdir = judged_cell(tmp_path, server.base_url, train_file=OWN_DATA, final_config=BASE_CONFIG)
+        gen = cdir / "agent_files" / "gen.py"
+        gen.write_text("import openai\nr = openai.OpenAI().chat.completions.create(model='gpt-4o', messages=m)\n")
+        record_path = cdir / "agent_files.json"
+        rec = json.loads(record_path.read_text())
+        rec["saved"].append({"path": "gen.py"})
+        record_path.write_text(json.dumps(rec))
+        record = judge(campaign, cell, cdir)
+    (mention,) = record["checks"]["hosted_api_mentions"]
+    assert mention["file"] == "gen.py" and "chat.completions.create" in mention["line"]
+    assert "hosted_api_mentions" in server.requests[0].text

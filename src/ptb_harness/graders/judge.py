@@ -97,6 +97,27 @@ def ngram_overlap(
     return report
 
 
+#: hosted LLM APIs: their hosts, and client libraries' telltale calls
+HOSTED_API = re.compile(
+    r"api\.openai\.com|api\.anthropic\.com|generativelanguage\.googleapis\.com|openrouter\.ai|"
+    r"api\.together\.xyz|api\.mistral\.ai|api\.groq\.com|api\.deepseek\.com|api\.x\.ai|"
+    r"chat\.completions\.create|messages\.create\(|generate_content\("
+)
+
+
+def hosted_api_mentions(files: Iterable[tuple[str, str]], limit: int = 20) -> list[dict[str, str]]:
+    """Where the agent's files name a hosted LLM API: evidence for the judge model (the
+    agent's own CLI talks to its provider, so a mention alone flags nothing)."""
+    found = []
+    for name, text in files:
+        for m in HOSTED_API.finditer(text):
+            line = text[text.rfind("\n", 0, m.start()) + 1 : text.find("\n", m.end()) % (len(text) + 1)]
+            found.append({"file": name, "match": m.group(0), "line": line.strip()[:200]})
+            if len(found) >= limit:
+                return found
+    return found
+
+
 # -- model identity ------------------------------------------------------------------------
 #: config keys that change with saving, not with the model
 VOLATILE_KEYS = frozenset({"_name_or_path", "transformers_version", "torch_dtype", "dtype", "use_cache"})

@@ -130,9 +130,7 @@ def _gpu_html(cell: ViewerCell, usage: list[dict], plots_dir: Path | None, page_
     return "".join(parts)
 
 
-def cell_page(
-    cell: ViewerCell, usage: list[dict], plots_dir: Path | None, has_transcript: bool, page_dir: Path
-) -> str:
+def cell_page(cell: ViewerCell, usage: list[dict], plots_dir: Path | None, has_transcript: bool, page_dir: Path) -> str:
     body = [
         "<p><a href='../index.html'>&larr; campaign</a></p>",
         f"<h1>{_esc(cell.agent)} / {_esc(cell.task)} / {_esc(cell.model)} ({_esc(cell.label)})</h1>",

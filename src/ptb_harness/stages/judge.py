@@ -28,6 +28,7 @@ from ptb_harness.graders.judge import (
     SYSTEM_PROMPT,
     build_prompt,
     combine,
+    hosted_api_mentions,
     model_identity,
     ngram_overlap,
     parse_verdict,
@@ -195,6 +196,7 @@ def run_judge(
             if ref_cfg is None:
                 raise JudgeInputError(f"judge.instruct_variants.{cell.model}: no config.json for {ref} (prefetch it)")
             instruct[ref] = ref_cfg
+        checks["hosted_api_mentions"] = hosted_api_mentions(files)
         identity = model_identity(final_cfg, base_cfg, instruct)
         checks["model_identity"] = identity
         deterministic["disallowed_model"] = {**identity, "source": "model_identity"}
