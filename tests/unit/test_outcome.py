@@ -163,3 +163,90 @@ def test_records_broken_by_hand_give_an_outcome_not_a_traceback(tmp_path):
     for all_records in (True, False):
         outcome, why, _ = cell_outcome(cell, all_records=all_records)
         assert (outcome, why.startswith("scorer: no valid metrics")) == ("infra_failed", True)
+
+
+# -- each model-fault pattern on its own ---------------------------------------------------------
+# One row per pattern of MODEL_FAULTS, each line as transformers, safetensors, torch or vLLM
+# print it, and chosen so that no other pattern matches it: deleting any one pattern fails
+# its row. A CUDA out-of-memory is the machine's fault (or the scorer's settings), never
+# the model's.
+
+MODEL_FAULT_LINES = [
+    ("scorer says so", "PTB_MODEL_INVALID: tokenizer has no chat template"),
+    (
+        "no weights file",
+        "OSError: /work/final_model does not appear to have a file named pytorch_model.bin, model.safetensors,"
+        " tf_model.h5, model.ckpt or flax_model.msgpack.",
+    ),
+    (
+        "unrecognized model",
+        "ValueError: Unrecognized model in /work/final_model. Should have a `model_type` key in its config.json,"
+        " or contain one of the following strings in its name: albert, align, altclip",
+    ),
+    (
+        "unrecognized configuration class",
+        "ValueError: Unrecognized configuration class <class 'transformers.models.t5.configuration_t5.T5Config'>"
+        " for this kind of AutoModel: AutoModelForCausalLM.",
+    ),
+    (
+        "safetensors error",
+        "safetensors_rust.SafetensorError: File does not contain tensor model.embed_tokens.weight",
+    ),
+    (
+        "header, re-raised by a vLLM worker",
+        "RuntimeError: Worker failed with error 'Error while deserializing header: HeaderTooLarge',"
+        " please check the stack trace above for the root cause",
+    ),
+    (
+        "not a model identifier",
+        "OSError: /work/final_model is not a local folder and is not a valid model identifier listed on"
+        " 'https://huggingface.co/models'",
+    ),
+    ("missing config.json", "FileNotFoundError: [Errno 2] No such file or directory: '/work/final_model/config.json'"),
+    (
+        "size mismatch",
+        "\tsize mismatch for model.embed_tokens.weight: copying a param with shape torch.Size([32000, 4096]) from"
+        " checkpoint, the shape in current model is torch.Size([32001, 4096]).",
+    ),
+]
+CUDA_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of"
+    " 139.72 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 138.60 GiB memory in use."
+)
+TRACEBACK = (
+    "INFO loading /work/final_model\nTraceback (most recent call last):\n"
+    '  File "/work/task/evaluate.py", line 41, in <module>\n    model = load(args.model_path)\n'
+)
+
+
+def _failed_cell(tmp_path, error_line: str, attempts: int = 2):
+    """A solved cell whose every scorer attempt died with ``error_line``, on disk."""
+    cell = tmp_path / "cell"
+    (cell / "evaluate").mkdir(parents=True)
+    (cell / "solve.json").write_text(json.dumps(SOLVED))
+    records = []
+    for k in range(1, attempts + 1):
+        (cell / "evaluate" / f"attempt-{k}.log").write_text(f"{TRACEBACK}{error_line}\n")
+        records.append({"attempt": k, "ok": False, "log": f"evaluate/attempt-{k}.log"})
+    (cell / "evaluate.json").write_text(json.dumps({**EV_FAILED, "attempts": records}))
+    return cell
+
+
+@pytest.mark.parametrize("line", [r[1] for r in MODEL_FAULT_LINES], ids=[r[0] for r in MODEL_FAULT_LINES])
+def test_each_model_fault_pattern_makes_the_cell_agent_failed(tmp_path, line):
+    outcome, why, _ = cell_outcome(_failed_cell(tmp_path, line))
+    assert outcome == "agent_failed", why
+    assert "the model cannot be scored" in why
+    # the evidence quotes the scorer's own words (the part of the line that the pattern names)
+    assert any(word in why for word in line.split() if len(word) > 12), why
+
+
+def test_cuda_out_of_memory_is_not_the_models_fault(tmp_path):
+    outcome, why, _ = cell_outcome(_failed_cell(tmp_path, CUDA_OOM))
+    assert (outcome, why.startswith("scorer: no valid metrics")) == ("infra_failed", True)
+
+
+def test_one_attempt_without_a_model_fault_makes_it_the_machines(tmp_path):
+    cell = _failed_cell(tmp_path, MODEL_FAULT_LINES[-1][1])
+    (cell / "evaluate" / "attempt-2.log").write_text(f"{TRACEBACK}{CUDA_OOM}\n")
+    assert cell_outcome(cell)[0] == "infra_failed"

@@ -346,3 +346,16 @@ def test_redact_stream_drops_a_runaway_line_and_keeps_the_rest(monkeypatch):
     dropped = redact_mod.redact_stream(src, dst, Redactor(SECRETS), block=256)
     assert dropped == 1
     assert dst.getvalue() == b"first [REDACTED:CLOUD_CRED]\nlast line\n"
+
+
+@pytest.mark.parametrize(
+    ("password", "redacted"),
+    [("pW7#qa2", False), ("pW7#qa2Z", True), ("pW7#qa2Zk", True), ("pW7#qa2Zk!m", True), ("pW7#qa2Zk!m4Lr0", True)],
+    ids=["7", "8", "9", "11", "15"],
+)
+def test_the_shortest_redacted_secret_is_8_characters(password, redacted):
+    """The boundary itself: 7 characters are too common a string to blank out; from 8 on
+    a known value is a secret (an 11-character password must not leak)."""
+    out = Redactor({"DB_PASSWORD": password})(f"login with {password} now".encode())
+    assert (out == b"login with [REDACTED:DB_PASSWORD] now") is redacted, out
+    assert (password.encode() in out) is not redacted
