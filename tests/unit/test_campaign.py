@@ -21,7 +21,7 @@ def test_format_hours_rejects_non_budgets(value):
         format_hours(value)
 
 
-@pytest.mark.parametrize("name", ["a/b", "..", "a..b", ".hidden", "-x", "with space", "tab\t", "", "é"])
+@pytest.mark.parametrize("name", ["a/b", "..", "a..b", ".hidden", "-x", "with space", "tab\t", "", "é", "m1\n"])
 def test_bad_names(name):
     with pytest.raises(ConfigError, match="key"):
         check_name(name, "key")

@@ -232,6 +232,11 @@ def test_no_out_of_scope_or_foreign_process_is_ever_chosen(scenario):
 # -- reaping ---------------------------------------------------------------------------------
 
 
+# Fake PIDs of GPU processes: above any pid_max (at most 2**22), so that no process of
+# the host running the tests has them (reap checks /proc to see a killed one gone).
+P = 1 << 22
+
+
 def owners(table):
     return lambda pid: table.get(pid, (None, "?", "?"))
 
@@ -242,9 +247,13 @@ def gpu_set(nvml, ids, source="SLURM_STEP_GPUS"):
 
 def test_reap_own_kills_only_mine_on_my_gpus_and_waits_until_gone(caplog):
     nvml = nvml3()
-    nvml.devices[0].processes.update({100: 2 << 30, 101: 1 << 30})  # mine, foreign on GPU 0
-    nvml.devices[1].processes.update({200: 3 << 30})  # mine on GPU 1 (not the cell's)
-    table = {100: (1000, "me", "python leftover.py"), 101: (1001, "them", "python theirs.py"), 200: (1000, "me", "x")}
+    nvml.devices[0].processes.update({P + 100: 2 << 30, P + 101: 1 << 30})  # mine, foreign on GPU 0
+    nvml.devices[1].processes.update({P + 200: 3 << 30})  # mine on GPU 1 (not the cell's)
+    table = {
+        P + 100: (1000, "me", "python leftover.py"),
+        P + 101: (1001, "them", "python theirs.py"),
+        P + 200: (1000, "me", "x"),
+    }
     killed = []
 
     def kill(pid, sig):
@@ -254,35 +263,35 @@ def test_reap_own_kills_only_mine_on_my_gpus_and_waits_until_gone(caplog):
     host = ReapHost(nvml=nvml, uid=1000, kill=kill, owner=owners(table))
     with caplog.at_level(logging.INFO, logger="ptb_harness.gpu"):
         report = reap(gpu_set(nvml, ["0"]), ReapPolicy("own", wait_seconds=2), host=host)
-    assert killed == [100] and report.survivors == []
-    assert set(nvml.devices[0].processes) == {101} and set(nvml.devices[1].processes) == {200}
+    assert killed == [P + 100] and report.survivors == []
+    assert set(nvml.devices[0].processes) == {P + 101} and set(nvml.devices[1].processes) == {P + 200}
     line = next(r.getMessage() for r in caplog.records if "reap killed" in r.getMessage())
-    for part in ("pid 100", "user me", "gpu 0", U0, "2048 MiB", "python leftover.py"):
+    for part in (f"pid {P + 100}", "user me", "gpu 0", U0, "2048 MiB", "python leftover.py"):
         assert part in line
 
 
 def test_reap_all_dry_run_and_none():
     nvml = nvml3()
-    nvml.devices[2].processes.update({300: 1, 301: 1})
-    table = {300: (0, "root", "a"), 301: (1001, "them", "b")}
+    nvml.devices[2].processes.update({P + 300: 1, P + 301: 1})
+    table = {P + 300: (0, "root", "a"), P + 301: (1001, "them", "b")}
     killed = []
     host = ReapHost(nvml=nvml, uid=1000, kill=lambda p, s: killed.append(p), owner=owners(table))
     report = reap(gpu_set(nvml, ["CUDA2"]), ReapPolicy("all"), dry_run=True, host=host)
-    assert [v.pid for v in report.victims] == [300, 301] and killed == []
+    assert [v.pid for v in report.victims] == [P + 300, P + 301] and killed == []
     assert reap(gpu_set(nvml, ["2"]), ReapPolicy("none"), host=host).note.startswith("reap mode none")
     assert killed == []
 
 
 def test_reap_all_refuses_an_unknown_gpu_set_unless_node_scope():
     nvml = nvml3()
-    nvml.devices[0].processes.update({100: 1})
+    nvml.devices[0].processes.update({P + 100: 1})
     unknown = GpuSet(GpuRequest("none set", None), (), driver=True)
     with pytest.raises(HarnessError, match="gpu_scope: node"):
         reap(unknown, ReapPolicy("all"), host=ReapHost(nvml=nvml, kill=lambda p, s: None))
     killed = []
     host = ReapHost(nvml=nvml, kill=lambda p, s: killed.append(p) or nvml.kill(p, s), owner=owners({}))
     reap(unknown, ReapPolicy("all", scope="node"), host=host)
-    assert killed == [100]
+    assert killed == [P + 100]
 
 
 def test_own_mode_with_an_unknown_gpu_set_touches_no_gpu_of_the_node():
@@ -291,9 +300,9 @@ def test_own_mode_with_an_unknown_gpu_set_touches_no_gpu_of_the_node():
     and stay there (the kill stand-in would remove them), so a fallback to every GPU
     shows as kills, victims and emptied cards."""
     nvml = nvml3()
-    for d, pid in zip(nvml.devices, (100, 200, 300), strict=True):
+    for d, pid in zip(nvml.devices, (P + 100, P + 200, P + 300), strict=True):
         d.processes[pid] = 1 << 30
-    table = {pid: (1000, "me", "python other_job.py") for pid in (100, 200, 300)}
+    table = {pid: (1000, "me", "python other_job.py") for pid in (P + 100, P + 200, P + 300)}
     killed = []
     host = ReapHost(nvml=nvml, uid=1000, kill=lambda p, s: killed.append(p) or nvml.kill(p, s), owner=owners(table))
     unknown = GpuSet(GpuRequest("none set", None), (), driver=True)
@@ -301,15 +310,30 @@ def test_own_mode_with_an_unknown_gpu_set_touches_no_gpu_of_the_node():
         report = reap(unknown, ReapPolicy("own"), dry_run=dry_run, host=host)
         assert report.victims == [] and report.scope == [] and killed == []
         assert "no GPUs" in report.note
-    assert [set(d.processes) for d in nvml.devices] == [{100}, {200}, {300}]
+    assert [set(d.processes) for d in nvml.devices] == [{P + 100}, {P + 200}, {P + 300}]
 
 
 def test_reap_reports_processes_that_do_not_leave():
     nvml = nvml3()
-    nvml.devices[0].processes.update({100: 1})
-    host = ReapHost(nvml=nvml, uid=5, kill=lambda p, s: None, owner=owners({100: (5, "me", "z")}), poll_s=0.05)
+    nvml.devices[0].processes.update({P + 100: 1})
+    host = ReapHost(nvml=nvml, uid=5, kill=lambda p, s: None, owner=owners({P + 100: (5, "me", "z")}), poll_s=0.05)
     report = reap(gpu_set(nvml, ["0"]), ReapPolicy("own", wait_seconds=0.3), host=host)
-    assert report.killed == [100] and report.survivors == [100]
+    assert report.killed == [P + 100] and report.survivors == [P + 100]
+
+
+def test_reap_never_kills_the_harness_or_its_parents():
+    """A harness process (or the shell that started it) holding a CUDA context on the
+    cell's GPU is ours and in scope, and still never a victim."""
+    import os
+
+    nvml = nvml3()
+    me, parent = os.getpid(), os.getppid()
+    nvml.devices[0].processes.update({me: 1, parent: 1, P + 100: 1})
+    table = {pid: (1000, "me", "python") for pid in (me, parent, P + 100)}
+    killed = []
+    host = ReapHost(nvml=nvml, uid=1000, kill=lambda p, s: killed.append(p) or nvml.kill(p, s), owner=owners(table))
+    report = reap(gpu_set(nvml, ["0"]), ReapPolicy("all", wait_seconds=1), host=host)
+    assert [v.pid for v in report.victims] == [P + 100] and killed == [P + 100]
 
 
 @pytest.mark.parametrize("mode", ["kill", "OWN", "", "own ", "al"])

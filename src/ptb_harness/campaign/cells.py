@@ -158,7 +158,7 @@ def format_hours(value: Any, key: str = "hours") -> str:
 
 
 def check_name(value: Any, key: str) -> str:
-    if not isinstance(value, str) or not _NAME_RE.match(value) or ".." in value:
+    if not isinstance(value, str) or not _NAME_RE.fullmatch(value) or ".." in value:
         raise ConfigError(
             f"{key}: {value!r} is not a valid name (letters, digits, '_', '.', '+', '=', '-';"
             " no '/', '..' or whitespace; must not start with '.' or '-')"
