@@ -37,7 +37,7 @@ OUTCOME = "src/ptb_harness/results/outcome.py"
 REAP = "src/ptb_harness/gpu/reap.py"
 RECORDS = "src/ptb_harness/core/records.py"
 EVALUATE = "src/ptb_harness/stages/evaluate.py"
-COLLECT = "src/ptb_harness/results/collect.py"
+LEADERBOARD = "src/ptb_harness/results/leaderboard.py"
 REDACT = "src/ptb_harness/traces/redact.py"
 CELLS = "src/ptb_harness/campaign/cells.py"
 
@@ -46,7 +46,7 @@ TESTS = {
     "outcome": ["tests/unit/test_outcome.py"],
     "gpu": ["tests/unit/test_gpu.py"],
     "metrics": ["tests/unit/test_evaluate.py"],
-    "collect": ["tests/unit/test_collect.py"],
+    "leaderboard": ["tests/unit/test_collect.py"],
     "redaction": ["tests/unit/test_traces.py"],
     "names": ["tests/unit/test_campaign.py"],
 }
@@ -246,51 +246,83 @@ MUTANTS: list[Mutant] = [
     # -- leaderboard statistics ------------------------------------------------------------------
     Mutant(
         "leaderboard: gap instead of inverse gap",
-        "collect",
-        COLLECT,
+        "leaderboard",
+        LEADERBOARD,
         r"raw\[t\] = 1 / \(instruct - base\)",
         r"raw[t] = instruct - base",
         "easy tasks weigh most",
     ),
     Mutant(
         "leaderboard: a zero gap is weighed",
-        "collect",
-        COLLECT,
+        "leaderboard",
+        LEADERBOARD,
         r"if instruct <= base:",
         r"if instruct < base:",
         "instruct == base divides by zero",
     ),
     Mutant(
         "leaderboard: instruct score is the best model's",
-        "collect",
-        COLLECT,
+        "leaderboard",
+        LEADERBOARD,
         r"instruct = sum\(scores\.values\(\)\) / len\(scores\)",
         r"instruct = max(scores.values())",
         "weights from the best instruct model, not the mean",
     ),
     Mutant(
         "leaderboard: population std",
-        "collect",
-        COLLECT,
+        "leaderboard",
+        LEADERBOARD,
         r'"std": run_means\.std\(ddof=1\)',
         r'"std": run_means.std(ddof=0)',
         "the spread over repeats is understated",
     ),
     Mutant(
         "leaderboard: a task is complete with one model",
-        "collect",
-        COLLECT,
+        "leaderboard",
+        LEADERBOARD,
         r'"complete": len\(per_model\) == len\(models\)',
         r'"complete": len(per_model) > 0',
         "a weighted average over a partial task",
     ),
     Mutant(
         "leaderboard: mean over cells, not over models",
-        "collect",
-        COLLECT,
+        "leaderboard",
+        LEADERBOARD,
         r'"mean": per_model\.mean\(\)',
         r'"mean": scored["accuracy"].mean()',
         "a model with more scored repeats counts more",
+    ),
+    Mutant(
+        "leaderboard: infra_failed cells fall back to the base model",
+        "leaderboard",
+        LEADERBOARD,
+        r'return outcome == "agent_failed" or ',
+        r'return outcome in ("agent_failed", "infra_failed") or ',
+        "a broken node is papered over with the base model's score",
+    ),
+    Mutant(
+        "leaderboard: the base agent's own cells fall back",
+        "leaderboard",
+        LEADERBOARD,
+        r"eligible = ~is_base & ",
+        r"eligible = ",
+        "the base row counts its failed cells as itself",
+    ),
+    Mutant(
+        "leaderboard: ranked ascending",
+        "leaderboard",
+        LEADERBOARD,
+        r"-agents\[e\] if not math\.isnan",
+        r"agents[e] if not math.isnan",
+        "the worst agent is ranked first",
+    ),
+    Mutant(
+        "leaderboard: ties get different ranks",
+        "leaderboard",
+        LEADERBOARD,
+        r"rank\[entry\] = rank\[order\[i - 1\]\] if tied else i \+ 1",
+        r"rank[entry] = i + 1",
+        "two entries with the same average are ranked apart by name",
     ),
     # -- redaction ------------------------------------------------------------------------------
     Mutant(

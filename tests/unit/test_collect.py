@@ -196,3 +196,39 @@ def test_the_fallback_rule_is_a_function_of_outcome_and_flag():
     assert counts_as_base_model("agent_failed") and counts_as_base_model("scored", flagged=True)
     assert not any(counts_as_base_model(o) for o in ("scored", "infra_failed", "pending", "running"))
     assert not counts_as_base_model("infra_failed", flagged=True)
+
+
+def test_an_instruct_score_equal_to_the_base_leaves_the_weights_undefined():
+    """A zero gap has no inverse: the weights are undefined (named), never a division error."""
+    w = task_weights({"weighting": "inverse_gap", "instruct_scores": {"t": {"m": 0.4}}}, ["t"], {"t": 0.4})
+    assert w.by_task == {} and "instruct 0.4000 <= base 0.4000" in w.problem
+
+
+def test_a_task_scored_for_some_models_only_is_incomplete():
+    """Two models; t2 is scored for m1 only: its mean is shown, the weighted average is not."""
+    rows = [
+        ("x", "t1", "m1", "1", 0, 1, 0.5, "scored"),
+        ("x", "t1", "m2", "1", 0, 1, 0.7, "scored"),
+        ("x", "t2", "m1", "1", 0, 1, 0.9, "scored"),
+        ("x", "t2", "m2", "1", 0, 1, None, "infra_failed"),
+    ]
+    board, _ = leaderboard(_table(rows))
+    x = board.set_index("task")
+    assert bool(x.loc["t1", "complete"]) and not bool(x.loc["t2", "complete"])
+    assert x.loc["t2", "mean"] == pytest.approx(0.9) and x.loc["t2", "n_models_scored"] == 1
+    assert pd.isna(x.loc["weighted average", "mean"])
+
+
+def test_a_task_mean_is_over_models_not_over_cells():
+    """m1 scored in two repeats (0.2, 0.4: mean 0.3), m2 in one (0.9): the task mean is
+    (0.3 + 0.9) / 2 = 0.6, not the mean of the three cells (0.5)."""
+    rows = [
+        ("x", "t", "m1", "1", 0, 1, 0.2, "scored"),
+        ("x", "t", "m1", "1", 0, 2, 0.4, "scored"),
+        ("x", "t", "m2", "1", 0, 1, 0.9, "scored"),
+        ("x", "t", "m2", "1", 0, 2, None, "infra_failed"),
+    ]
+    board, _ = leaderboard(_table(rows))
+    x = board.set_index("task")
+    assert x.loc["t", "mean"] == pytest.approx(0.6) and x.loc["weighted average", "mean"] == pytest.approx(0.6)
+    assert pd.isna(x.loc["t", "std"])  # one complete repeat: no spread to report

@@ -359,3 +359,11 @@ def test_the_shortest_redacted_secret_is_8_characters(password, redacted):
     out = Redactor({"DB_PASSWORD": password})(f"login with {password} now".encode())
     assert (out == b"login with [REDACTED:DB_PASSWORD] now") is redacted, out
     assert (password.encode() in out) is not redacted
+
+
+@pytest.mark.parametrize(
+    "name", ["OPENAI_API_KEY", "GITHUB_TOKEN", "CLIENT_SECRET", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN"]
+)
+def test_every_secret_looking_variable_is_a_secret(name):
+    env = {name: "s3cr3t-value-123", "PATH": "/usr/bin", "PASSWORD_HINT": "not-a-secret-1"}
+    assert secrets_from_env([], env) == {name: "s3cr3t-value-123"}
