@@ -232,3 +232,18 @@ def test_a_task_mean_is_over_models_not_over_cells():
     x = board.set_index("task")
     assert x.loc["t", "mean"] == pytest.approx(0.6) and x.loc["weighted average", "mean"] == pytest.approx(0.6)
     assert pd.isna(x.loc["t", "std"])  # one complete repeat: no spread to report
+
+
+def test_the_base_agents_own_failed_cells_never_fall_back_to_themselves():
+    """The base row is the reference the fallback draws on: its own failed repeat stays
+    empty (and unmarked), not filled with the mean of its other repeats."""
+    from ptb_harness.results.leaderboard import with_fallback
+
+    rows = [
+        ("noop", "t", "m", "1", 0, 1, 0.3, "scored"),
+        ("noop", "t", "m", "1", 0, 2, None, "agent_failed"),
+        ("x", "t", "m", "1", 0, 1, None, "agent_failed"),
+    ]
+    table = with_fallback(_table(rows), {"missing": "base_model"})
+    assert list(table["substituted"]) == [False, False, True]
+    assert pd.isna(table.loc[1, "score"]) and table.loc[2, "score"] == pytest.approx(0.3)
