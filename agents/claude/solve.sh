@@ -13,6 +13,10 @@ export IS_SANDBOX=1
 # nothing but the model API: no telemetry, error reports, update checks, feedback
 export DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 DISABLE_AUTOUPDATER=1 DISABLE_BUG_COMMAND=1
 export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
+# NOT CLAUDE_CODE_SUBPROCESS_ENV_SCRUB=1: it would keep the key out of tool commands, but
+# Claude Code 2.1.332 then refuses every command naming a variable ("A variable in this
+# command can't be checked before it runs"), $MODEL_TO_TRAIN included. The sanitizer
+# redacts the key's value from the traces.
 # long training commands: the Bash tool's limit is the budget's business, not the CLI's
 export BASH_DEFAULT_TIMEOUT_MS=${BASH_DEFAULT_TIMEOUT_MS:-600000} BASH_MAX_TIMEOUT_MS=36000000
 

@@ -25,10 +25,12 @@ base_url = $(toml_string "${OPENAI_BASE_URL:-https://api.openai.com/v1}")
 env_key = "OPENAI_API_KEY"
 wire_api = "responses"
 
-# tool commands see the whole environment except what looks like a secret (codex's
-# default excludes: *KEY*, *SECRET*, *TOKEN*), so the key stays with the CLI
+# tool commands see the whole environment but the provider's key, which stays with the
+# CLI (other variables a site passes on purpose, e.g. HF_TOKEN, stay usable)
 [shell_environment_policy]
 inherit = "all"
+ignore_default_excludes = true
+exclude = ["OPENAI_API_KEY", "CODEX_API_KEY"]
 
 [analytics]
 enabled = false

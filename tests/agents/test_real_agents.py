@@ -25,7 +25,11 @@ from scripted_server import Plan
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-COPY_MODEL = 'cp -r "$MODEL_TO_TRAIN" final_model && ls final_model'
+# also says whether the provider's key reached the tool's environment (it must not)
+COPY_MODEL = (
+    'cp -r "$MODEL_TO_TRAIN" final_model && ls final_model'
+    ' && (printenv K >/dev/null && echo "key in tools: yes" || echo "key in tools: no")'
+)
 #: the files of a cell that solve and parse_trace write (no scoring, no tables: faster)
 SOLVED = ("solve.json", "usage.json")
 SLEEPER = "sh -c 'echo $$ > $HOME/sleeper.pid; exec sleep 300'"
@@ -45,6 +49,7 @@ class AgentCase:
     marker: str  # a string only the CLI's own stream holds
     tool_line: str  # the transcript's line for the tool call
     paths: frozenset[str]
+    key_in_tools: bool  # whether tool commands see the key (Claude Code: yes, see its solve.sh)
 
 
 CASES = {
@@ -61,6 +66,7 @@ CASES = {
         marker='"claude_code_version":"2.1.332"',
         tool_line="TOOL CALL Bash",
         paths=frozenset({"/v1/messages"}),
+        key_in_tools=True,
     ),
     "codex": AgentCase(
         dir="codex",
@@ -75,6 +81,7 @@ CASES = {
         marker='"type":"thread.started"',
         tool_line="TOOL CALL shell",
         paths=frozenset({"/v1/responses"}),
+        key_in_tools=False,
     ),
 }
 
@@ -141,6 +148,7 @@ def save_fixture(result, name: str) -> None:
 def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name):
     case = CASES[name]
     steps = [{"shell": COPY_MODEL, **usage(1200, 40, 300)}, {"text": "final_model is saved.", **usage(1500, 9, 1000)}]
+    steps[0]["shell"] = COPY_MODEL.replace("printenv K", f"printenv {case.key_var}")
     result, key = run(tmp_path, case, steps)
     solve = result.json("solve.json")
     assert (solve["status"], solve["exit_code"], solve["final_model_present"]) == ("exited", 0, True)
@@ -151,6 +159,9 @@ def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name):
     parsed = (result.cell / "solve_parsed.txt").read_text()
     assert parsed.splitlines()[0] == f"# trace format: {name} (detected from content)"
     assert case.tool_line in parsed
+    # the tool's output line (the transcript continues a result's lines unprefixed)
+    outputs = [ln for ln in parsed.splitlines() if ln.startswith("key in tools:")]
+    assert outputs == [f"key in tools: {'yes' if case.key_in_tools else 'no'}"]
     assert_usage_is_what_the_server_sent(result, tool_calls=1, resumes=0, format=name)
     tables = result.workdir / "results" / "tables"
     row = next(csv.DictReader((tables / "cells.csv").open()))
