@@ -4,6 +4,7 @@ its own layer or the ones below it, function-level imports included."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,22 @@ def test_every_module_is_in_a_layer():
     for path in MODULES:
         head = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
         assert head in LAYERS or head in TOP, f"{path}: put it in a layer package or name it in TOP"
+
+
+#: `config["..."]`, `site["..."]` and their `.get(...)`: reads of the raw configuration mapping
+RAW_CONFIG_READ = re.compile(r"\b(?:config|site)\s*(?:\[|\.get\()")
+SETTINGS = PACKAGE / "campaign" / "settings.py"
+
+
+def test_only_the_settings_module_reads_the_config_mapping():
+    """Everything else gets typed settings (ptb_harness.campaign.settings), so a knob is
+    followed from the schema to its use through one attribute."""
+    files = [p for p in MODULES if p != SETTINGS]
+    files += sorted((REPO / "workflow").rglob("*.smk")) + sorted((REPO / "workflow" / "scripts").glob("*.py"))
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for path in files
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if RAW_CONFIG_READ.search(line)
+    ]
+    assert not found, "read the typed settings instead:\n" + "\n".join(found)

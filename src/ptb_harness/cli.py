@@ -45,7 +45,7 @@ def _collect(args: argparse.Namespace) -> int:
     paths = collect_outputs(campaign.results_dir)
     table, board, weights = write_tables(campaign, paths)
     write_plots(table, board, weights, paths)
-    views = write_views(table, paths, campaign.results_dir, f"campaign {campaign.config['name']}")
+    views = write_views(table, paths, campaign.results_dir, f"campaign {campaign.name}")
     counts = table["outcome"].value_counts().to_dict()
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
     print(f"{len(table)} cells ({summary}); tables in {paths['cells'].parent}, plots in {paths['time_png'].parent}")

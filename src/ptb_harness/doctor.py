@@ -14,11 +14,11 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from ptb_harness.campaign.agents import load_agent
 from ptb_harness.campaign.cells import Campaign
+from ptb_harness.campaign.settings import Site
 from ptb_harness.runtime.agent_cli import installed_version, pinned_versions
+from ptb_harness.runtime.sandbox import RuntimeSettings
 
 #: Host variables that choose a cache; the harness sets all of them inside sandboxes.
 SHADOWING_VARS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "XDG_CACHE_HOME")
@@ -56,27 +56,29 @@ def _writable(directory: Path) -> str | None:
     return None
 
 
-def check_runtime(site: Mapping[str, Any]) -> Check:
-    if site["runtime"] == "none":
+def check_runtime(site: Site) -> Check:
+    runtime = site.runtime
+    if runtime.runtime == "none":
         return Check("runtime", True, "none (clean host subprocess); apptainer not needed")
-    exe = shutil.which(site["apptainer"])
+    exe = shutil.which(runtime.apptainer)
     version = _version([exe, "--version"]) if exe else None
     if version is None:
         return Check(
             "runtime",
             False,
-            f"apptainer: '{site['apptainer']}' not found or not working",
+            f"apptainer: '{runtime.apptainer}' not found or not working",
             "install apptainer, set site.apptainer to its path, or use site.runtime: none",
         )
     return Check("runtime", True, f"apptainer at {exe}: {version}")
 
 
-def check_images(site: Mapping[str, Any]) -> list[Check]:
-    if site["runtime"] != "apptainer":
+def check_images(site: Site) -> list[Check]:
+    runtime = site.runtime
+    if runtime.runtime != "apptainer":
         return [Check("images", True, "runtime none uses no image")]
     checks = []
     for role in ("agent", "scorer"):
-        image = site[f"{role}_image"]
+        image = runtime.image(role)
         if not image:
             checks.append(Check(f"{role}_image", False, "not set", f"set site.{role}_image to a .sif file"))
         elif not Path(image).is_file():
@@ -86,8 +88,8 @@ def check_images(site: Mapping[str, Any]) -> list[Check]:
     return checks
 
 
-def check_nvccli(site: Mapping[str, Any]) -> Check:
-    if not site["isolate_gpus"]:
+def check_nvccli(site: Site) -> Check:
+    if not site.runtime.isolate_gpus:
         return Check(
             "isolate_gpus", True, "off (sandboxes see every card of the node; CUDA_VISIBLE_DEVICES limits use)"
         )
@@ -102,11 +104,11 @@ def check_nvccli(site: Mapping[str, Any]) -> Check:
     return Check("isolate_gpus", True, f"on; nvidia-container-cli {version}")
 
 
-def check_hf_cache(site: Mapping[str, Any]) -> Check:
-    home, mode = site["hf_home"], site["hf_cache_mode"]
-    if not home or mode == "none":
+def check_hf_cache(site: Site) -> Check:
+    home, mode = site.hf_cache.home, site.hf_cache.mode
+    if home is None or mode == "none":
         return Check("hf_cache", True, "no shared Hugging Face cache; each cell starts with an empty one")
-    if not Path(home).is_dir():
+    if not home.is_dir():
         return Check(
             "hf_cache", False, f"site.hf_home {home} is not a directory", "point site.hf_home at the shared HF home"
         )
@@ -125,26 +127,21 @@ def check_hf_cache(site: Mapping[str, Any]) -> Check:
     return Check("hf_cache", True, f"{home} ({mode})")
 
 
-def check_tmp_root(site: Mapping[str, Any]) -> Check:
-    root = Path(site["tmp_root"] or tempfile.gettempdir())
+def check_tmp_root(site: Site) -> Check:
+    root = site.tmp_root
     why = _writable(root)
     if why:
         return Check("tmp_root", False, f"{root} is not writable ({why})", "set site.tmp_root to node-local scratch")
+    problem = site.scratch_problem()
+    if problem:
+        return Check("tmp_root", False, problem, "free space or point site.tmp_root at larger scratch")
     free_gb = shutil.disk_usage(root).free / 1e9
-    need = site["min_tmp_free_gb"]
-    if free_gb < need:
-        return Check(
-            "tmp_root",
-            False,
-            f"{root} has {free_gb:.1f} GB free, below site.min_tmp_free_gb={need}",
-            "free space or point site.tmp_root at larger scratch",
-        )
-    return Check("tmp_root", True, f"{root}: {free_gb:.1f} GB free (need {need})")
+    return Check("tmp_root", True, f"{root}: {free_gb:.1f} GB free (need {site.min_tmp_free_gb})")
 
 
 def check_results_dir(campaign: Campaign) -> Check:
     root = campaign.results_dir
-    why = _writable(root)
+    why = campaign.settings.paths.results_problem()
     if why:
         return Check(
             "results_dir", False, f"{root} is not writable ({why})", "set paths.results_dir to a writable path"
@@ -152,7 +149,7 @@ def check_results_dir(campaign: Campaign) -> Check:
     return Check("results_dir", True, f"{root} (absolute; writable)")
 
 
-def check_host_cache_vars(site: Mapping[str, Any], host_env: Mapping[str, str]) -> list[Check]:
+def check_host_cache_vars(host_env: Mapping[str, str]) -> list[Check]:
     checks = []
     for name in SHADOWING_VARS:
         value = host_env.get(name)
@@ -180,11 +177,11 @@ def check_host_cache_vars(site: Mapping[str, Any], host_env: Mapping[str, str]) 
 IMAGE_CLI_PREFIX = "/opt/agent-cli"
 
 
-def _image_cli_version(site: Mapping[str, Any], package: str) -> str | None:
+def _image_cli_version(runtime: RuntimeSettings, package: str) -> str | None:
     manifest = f"{IMAGE_CLI_PREFIX}/node_modules/{package}/package.json"
     try:
         res = subprocess.run(
-            [site["apptainer"], "exec", str(site["agent_image"]), "cat", manifest],
+            [runtime.apptainer, "exec", str(runtime.agent_image), "cat", manifest],
             capture_output=True,
             text=True,
             timeout=120,
@@ -198,13 +195,13 @@ def check_agent_clis(campaign: Campaign) -> list[Check]:
     """Each campaign agent's CLI (agent.json "cli") at the version agents/cli pins, where
     the site's runtime finds it: the prefix of `ptb-harness setup-agents` (none) or the
     agent image's /opt/agent-cli (apptainer)."""
-    site = campaign.config["site"]
+    runtime = campaign.settings.site.runtime
     lock_dir = campaign.agents_dir / "cli"
     pins = pinned_versions(lock_dir) if (lock_dir / "package.json").is_file() else {}
-    prefix = campaign.workdir / site.get("agent_cli_prefix", "resources/agent-cli")
+    prefix = campaign.workdir / (runtime.agent_cli_prefix or "resources/agent-cli")
     checks, seen = [], set()
     for name in campaign.agent_names:
-        package = load_agent(campaign.agent_dir(name)).cli
+        package = campaign.agent(name).cli
         if not package or package in seen:
             continue
         seen.add(package)
@@ -212,10 +209,10 @@ def check_agent_clis(campaign: Campaign) -> list[Check]:
         if want is None:
             checks.append(Check(f"agent CLI {package}", False, f"not pinned in {lock_dir}/package.json"))
             continue
-        if site["runtime"] == "none":
+        if runtime.runtime == "none":
             have, where, fix = installed_version(prefix, package), str(prefix), "ptb-harness setup-agents"
         else:
-            have, where = _image_cli_version(site, package), f"{site['agent_image']}:{IMAGE_CLI_PREFIX}"
+            have, where = _image_cli_version(runtime, package), f"{runtime.agent_image}:{IMAGE_CLI_PREFIX}"
             fix = "rebuild the agent image from containers/agent.def"
         detail = f"{package} {have or 'not installed'} in {where} (pinned {want})"
         checks.append(Check(f"agent CLI {package}", have == want, detail, fix))
@@ -224,7 +221,7 @@ def check_agent_clis(campaign: Campaign) -> list[Check]:
 
 def run_checks(campaign: Campaign, host_env: Mapping[str, str] | None = None) -> list[Check]:
     host_env = dict(os.environ if host_env is None else host_env)
-    site = campaign.config["site"]
+    site = campaign.settings.site
     steps: list[Callable[[], Check | list[Check]]] = [
         lambda: check_runtime(site),
         lambda: check_images(site),
@@ -232,7 +229,7 @@ def run_checks(campaign: Campaign, host_env: Mapping[str, str] | None = None) ->
         lambda: check_hf_cache(site),
         lambda: check_tmp_root(site),
         lambda: check_results_dir(campaign),
-        lambda: check_host_cache_vars(site, host_env),
+        lambda: check_host_cache_vars(host_env),
         lambda: check_agent_clis(campaign),
     ]
     checks: list[Check] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -78,9 +79,9 @@ def test_status_marks_flagged_cells(tmp_path: Path):
 @pytest.mark.parametrize(("missing", "mean"), [("empty", 0.7), ("base_model", (0.3 + 0.3 + 0.7) / 3)])
 def test_the_leaderboard_never_counts_a_flagged_score(tmp_path: Path, missing: str, mean: float):
     campaign = judged_campaign(tmp_path, missing)
-    table = with_fallback(cell_table(campaign), campaign.config["leaderboard"])
+    table = with_fallback(cell_table(campaign), asdict(campaign.settings.leaderboard))
     assert list(table[table["agent"] == "a"]["flag"]) == ["contamination", "no_verdict", ""]
-    board, weights = leaderboard(table, campaign.config["leaderboard"])
+    board, weights = leaderboard(table, asdict(campaign.settings.leaderboard))
     row = board[(board["entry"] == "a") & (board["task"] == "t")].iloc[0]
     assert row["mean"] == pytest.approx(mean)
     md = leaderboard_markdown(board, weights, table)
@@ -94,7 +95,8 @@ def test_the_leaderboard_never_counts_a_flagged_score(tmp_path: Path, missing: s
 
 def test_without_the_judge_nothing_is_flagged(tmp_path: Path):
     campaign = judged_campaign(tmp_path, "empty")
-    campaign.config["judge"]["enabled"] = False
+    settings = campaign.settings
+    campaign = replace(campaign, settings=replace(settings, judge=replace(settings.judge, enabled=False)))
     table = cell_table(campaign)
     # a verdict on disk still flags; a missing one does not, with the judge off
     assert list(table[table["agent"] == "a"]["flag"]) == ["contamination", "", ""]

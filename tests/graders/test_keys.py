@@ -12,7 +12,6 @@ from grader_standin import StandInGrader
 
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.config import load_config_files
-from ptb_harness.campaign.graders import endpoint_for
 from ptb_harness.core.errors import ConfigError, HarnessError
 from ptb_harness.stages.evaluate import run_evaluate
 
@@ -131,8 +130,7 @@ def test_the_site_says_where_the_endpoint_is(tmp_path: Path):
         "site:\n  grader_endpoint: {base_url: 'http://vllm07:8000/v1', api_key_env: null, concurrency: 32}\n"
     )
     write_config(root, campaign_config(grader={"model": "Qwen/Qwen3-32B", "api_key_env": "MY_KEY"}))
-    config = load_config_files(root, profile).config
-    ep = endpoint_for(config, "grader")
+    ep = load_config_files(root, profile).settings.grader
     # where from the site (a null keeps the campaign's), what from the campaign
     assert (ep.base_url, ep.concurrency, ep.model, ep.api_key_env) == (
         "http://vllm07:8000/v1",

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from ptb_harness.campaign.cells import Campaign, Cell, check_name, format_hours
-from ptb_harness.campaign.config import load_config
+from ptb_harness.campaign.cells import Cell, check_name, format_hours
+from ptb_harness.campaign.config import campaign_with_defaults, load_config
 from ptb_harness.core.errors import ConfigError
 
 
@@ -60,7 +60,7 @@ def test_every_combination_is_a_cell(tmp_path: Path):
 
 
 def test_results_dir_may_be_absolute_and_outside_the_workdir(tmp_path: Path):
-    campaign = Campaign(config={"paths": {"results_dir": "/data/ptb"}}, workdir=tmp_path)
+    campaign = campaign_with_defaults({"paths": {"results_dir": "/data/ptb"}}, workdir=tmp_path)
     assert campaign.results_dir == Path("/data/ptb")
 
 
@@ -91,7 +91,7 @@ def test_a_campaign_file_may_set_the_leaderboard(tmp_path: Path):
     board = {"weighting": "explicit", "weights": {"fake": 2}, "missing": "base_model"}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"agents": ["exit0", "noop"], "leaderboard": board}))
     campaign = load_config_files(tmp_path, campaign=str(tmp_path / "c.yaml"))
-    assert campaign.config["leaderboard"]["missing"] == "base_model"
+    assert campaign.settings.leaderboard.missing == "base_model"
     # the CLI reads the same file (before: "sets leaderboard, which are not campaign keys")
     cmd = [sys.executable, "-m", "ptb_harness", "collect", "--workdir", str(tmp_path), "--campaign", "c.yaml"]
     res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)

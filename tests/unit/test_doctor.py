@@ -10,6 +10,8 @@ from pathlib import Path
 import yaml
 from conftest import REPO, make_workdir
 
+from ptb_harness.campaign.config import campaign_with_defaults
+from ptb_harness.campaign.settings import Site
 from ptb_harness.doctor import (
     check_hf_cache,
     check_host_cache_vars,
@@ -32,9 +34,14 @@ SITE = {
 }
 
 
+def typed(site: dict) -> Site:
+    """The typed site the checks take, from these knobs (the schema's defaults for the rest)."""
+    return campaign_with_defaults({"site": site}).settings.site
+
+
 def test_runtime_none_needs_no_apptainer_and_apptainer_is_missing_here():
-    assert check_runtime(SITE).ok
-    missing = check_runtime({**SITE, "runtime": "apptainer", "apptainer": "apptainer-not-installed-here"})
+    assert check_runtime(typed(SITE)).ok
+    missing = check_runtime(typed({**SITE, "runtime": "apptainer", "apptainer": "apptainer-not-installed-here"}))
     assert not missing.ok and "install apptainer" in missing.line()
 
 
@@ -43,52 +50,52 @@ def test_runtime_apptainer_found(tmp_path):
     fake = tmp_path / "apptainer"
     fake.write_text("#!/bin/sh\necho 'apptainer version 1.3.4'\n")
     fake.chmod(0o755)
-    check = check_runtime({**SITE, "runtime": "apptainer", "apptainer": str(fake)})
+    check = check_runtime(typed({**SITE, "runtime": "apptainer", "apptainer": str(fake)}))
     assert check.ok and "1.3.4" in check.detail
 
 
 def test_images(tmp_path):
     site = {**SITE, "runtime": "apptainer", "agent_image": str(tmp_path / "agent.sif"), "scorer_image": None}
     (tmp_path / "agent.sif").write_bytes(b"SIF")
-    agent, scorer = check_images(site)
+    agent, scorer = check_images(typed(site))
     assert agent.ok and not scorer.ok and "site.scorer_image" in scorer.fix
-    assert not check_images({**site, "agent_image": str(tmp_path / "gone.sif")})[0].ok
+    assert not check_images(typed({**site, "agent_image": str(tmp_path / "gone.sif")}))[0].ok
 
 
 def test_nvccli_only_matters_when_isolating():
-    assert check_nvccli(SITE).ok
-    assert not check_nvccli({**SITE, "isolate_gpus": True}).ok  # no nvidia-container-cli on this machine
+    assert check_nvccli(typed(SITE)).ok
+    assert not check_nvccli(typed({**SITE, "isolate_gpus": True})).ok  # no nvidia-container-cli on this machine
 
 
 def test_hf_cache_modes(tmp_path):
-    assert check_hf_cache(SITE).ok
-    assert not check_hf_cache({**SITE, "hf_home": str(tmp_path / "nope")}).ok
-    assert check_hf_cache({**SITE, "hf_home": str(tmp_path), "hf_cache_mode": "ro"}).ok
-    overlay = check_hf_cache({**SITE, "hf_home": str(tmp_path), "hf_cache_mode": "overlay"})
+    assert check_hf_cache(typed(SITE)).ok
+    assert not check_hf_cache(typed({**SITE, "hf_home": str(tmp_path / "nope")})).ok
+    assert check_hf_cache(typed({**SITE, "hf_home": str(tmp_path), "hf_cache_mode": "ro"})).ok
+    overlay = check_hf_cache(typed({**SITE, "hf_home": str(tmp_path), "hf_cache_mode": "overlay"}))
     assert overlay.ok == (Path("/dev/fuse").exists() and bool(__import__("shutil").which("fuse-overlayfs")))
 
 
 def test_tmp_root_space_and_writability(tmp_path):
-    assert check_tmp_root({**SITE, "tmp_root": str(tmp_path)}).ok
-    too_small = check_tmp_root({**SITE, "tmp_root": str(tmp_path), "min_tmp_free_gb": 10**9})
+    assert check_tmp_root(typed({**SITE, "tmp_root": str(tmp_path)})).ok
+    too_small = check_tmp_root(typed({**SITE, "tmp_root": str(tmp_path), "min_tmp_free_gb": 10**9}))
     assert not too_small.ok and "min_tmp_free_gb" in too_small.detail
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
     try:
         if os.geteuid() != 0:  # root writes anywhere: the permission case needs a normal user
-            assert not check_tmp_root({**SITE, "tmp_root": str(ro)}).ok
+            assert not check_tmp_root(typed({**SITE, "tmp_root": str(ro)})).ok
     finally:
         ro.chmod(0o700)
-    assert not check_tmp_root({**SITE, "tmp_root": "/proc/no-such-dir"}).ok
+    assert not check_tmp_root(typed({**SITE, "tmp_root": "/proc/no-such-dir"})).ok
 
 
 def test_host_cache_variables(tmp_path):
-    checks = check_host_cache_vars(SITE, {"HUGGINGFACE_HUB_CACHE": "/x", "XDG_CACHE_HOME": str(tmp_path / "missing")})
+    checks = check_host_cache_vars({"HUGGINGFACE_HUB_CACHE": "/x", "XDG_CACHE_HOME": str(tmp_path / "missing")})
     by_name = {c.name: c for c in checks}
     assert by_name["host HUGGINGFACE_HUB_CACHE"].ok
     assert not by_name["host XDG_CACHE_HOME"].ok and "mkdir -p" in by_name["host XDG_CACHE_HOME"].fix
-    assert check_host_cache_vars(SITE, {"XDG_CACHE_HOME": str(tmp_path)})[0].ok
+    assert check_host_cache_vars({"XDG_CACHE_HOME": str(tmp_path)})[0].ok
 
 
 def run_doctor(workdir: Path, profile: Path) -> subprocess.CompletedProcess:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ptb_harness.campaign.config import campaign_with_defaults
 from ptb_harness.core.errors import ConfigError
-from ptb_harness.runtime.sandbox import Bind, Sandbox
+from ptb_harness.runtime.sandbox import Bind, LaunchRequest, Sandbox
 
 SECRET = "sk-live-THIS-MUST-NEVER-BE-ON-ARGV"
 
@@ -27,7 +28,7 @@ def site(**knobs):
         "hf_home": None,
         "hf_cache_mode": "none",
     }
-    return {**base, **knobs}
+    return campaign_with_defaults({"site": {**base, **knobs}}).settings.site.runtime
 
 
 HOST = {"PATH": "/usr/bin:/bin", "LANG": "en_US.UTF-8", "ANTHROPIC_API_KEY": SECRET, "HUGGINGFACE_HUB_CACHE": "/x"}
@@ -47,7 +48,7 @@ def agent(sandbox: Sandbox, **kw):
         "gpus": ["GPU-1234"],
     }
     args.update(kw)
-    return sandbox.launch(**args)
+    return sandbox.launch(LaunchRequest(**args))
 
 
 def test_agent_default_argv_and_env():
@@ -122,13 +123,15 @@ def test_no_cleanenv_knob():
 )
 def test_scorer_binds_the_cell_dir_wherever_it_is(cell_dir):
     launch = Sandbox(site(), HOST).launch(
-        role="scorer",
-        command=["python", "evaluate.py", "--model-path", f"{cell_dir}/final_model"],
-        job_home=JOB,
-        job_tmp=TMP,
-        workdir="task",
-        env={},
-        binds=[Bind(Path(cell_dir), cell_dir)],
+        LaunchRequest(
+            role="scorer",
+            command=["python", "evaluate.py", "--model-path", f"{cell_dir}/final_model"],
+            job_home=JOB,
+            job_tmp=TMP,
+            workdir="task",
+            env={},
+            binds=[Bind(Path(cell_dir), cell_dir)],
+        )
     )
     assert launch.argv == [
         "apptainer", "exec", "--nv", "-c", "--cleanenv", "--writable-tmpfs",
@@ -172,7 +175,14 @@ def run_probe(tmp_path: Path, host_env: dict[str, str]) -> dict:
     tmp.mkdir()
     s = Sandbox(site(runtime="none"), host_env)
     launch = s.launch(
-        role="agent", command=["python", "-c", PROBE], job_home=home, job_tmp=tmp, workdir="task", env={"NUM_GPUS": "0"}
+        LaunchRequest(
+            role="agent",
+            command=["python", "-c", PROBE],
+            job_home=home,
+            job_tmp=tmp,
+            workdir="task",
+            env={"NUM_GPUS": "0"},
+        )
     )
     res = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr

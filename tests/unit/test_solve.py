@@ -4,7 +4,8 @@ from ptb_harness.campaign.agents import load_agent
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.config import load_config
 from ptb_harness.campaign.tasks import load_task
-from ptb_harness.stages.solve import JobDir, agent_launch, agent_variables
+from ptb_harness.runtime.sandbox import Sandbox
+from ptb_harness.stages.solve import JobDir, agent_request, agent_variables
 
 
 def test_agent_env_holds_only_what_the_harness_passes(tmp_path: Path):
@@ -37,10 +38,12 @@ def test_agent_env_holds_only_what_the_harness_passes(tmp_path: Path):
     agent = load_agent(tmp_path / "agents" / "a")
     task = load_task(tmp_path / "tasks" / "t")
     cell = Cell("a", "t", "m", "2", 1, 1)
-    _, names = agent_variables(campaign, cell, agent, task, "do it")
+    variables = agent_variables(campaign, cell, agent, task, "do it")
+    _, names = variables
     assert names == ["AWS_PROFILE", "UNSET_ONE", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
     job = JobDir(tmp_path / "job")
-    launch = agent_launch(campaign, cell, agent, task, job, "do it", host, gpus=["3"])
+    request = agent_request(campaign, cell, job, variables, gpus=["3"])
+    launch = Sandbox(campaign.settings.site.runtime, host).launch(request)
     env = launch.env
     for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AWS_PROFILE"):
         assert env[name] == host[name]

@@ -19,7 +19,7 @@ except ConfigError as e:
     sys.exit(f"config error: {e}")
 
 # as configured (relative to the working directory, or absolute), so plans stay readable
-RESULTS = config["paths"]["results_dir"]
+RESULTS = CAMPAIGN.settings.paths.results_dir_text
 # the harness's interpreter, for shell rules that call `python -m ptb_harness`
 PYTHON = sys.executable
 # one directory per cell; the layout is defined once, in ptb_harness.campaign.cells
@@ -27,7 +27,7 @@ CELL = f"{RESULTS}/{CELL_DIR_PATTERN}"
 # the campaign's tables and plots, named once in ptb_harness.campaign.cells
 OUT = {name: f"{RESULTS}/{rel}" for name, rel in COLLECT_OUTPUTS.items()}
 # every cell is judged when the campaign enables the judge (its flags change the leaderboard)
-JUDGED = ("judgement.json",) if config["judge"]["enabled"] else ()
+JUDGED = ("judgement.json",) if CAMPAIGN.settings.judge.enabled else ()
 
 
 wildcard_constraints:

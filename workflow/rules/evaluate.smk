@@ -10,8 +10,8 @@ rule evaluate:
         metrics=f"{CELL}/metrics.json",
     log:
         f"{CELL}/logs/evaluate.log",
-    threads: job_threads(config, "evaluate")
+    threads: job_threads(CAMPAIGN.settings, "evaluate")
     resources:
-        **rule_resources(config, "evaluate"),
+        **rule_resources(CAMPAIGN, "evaluate"),
     script:
         "../scripts/evaluate.py"

@@ -11,8 +11,8 @@ rule solve:
         final_model=directory(f"{CELL}/final_model"),
     log:
         f"{CELL}/logs/solve.log",
-    threads: job_threads(config, "solve")
+    threads: job_threads(CAMPAIGN.settings, "solve")
     resources:
-        **rule_resources(config, "solve"),
+        **rule_resources(CAMPAIGN, "solve"),
     script:
         "../scripts/solve.py"

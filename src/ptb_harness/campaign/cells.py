@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ptb_harness.campaign.agents import AgentEntry, load_agent, parse_agent_entries
-from ptb_harness.campaign.tasks import load_task
+from ptb_harness.campaign.agents import AgentEntry, AgentSpec, load_agent
+from ptb_harness.campaign.tasks import TaskSpec, load_task
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.records import read_yaml_mapping
+
+if TYPE_CHECKING:  # settings imports this module to build a Campaign
+    from ptb_harness.campaign.settings import Settings
 
 #: Names that become path components: agents, tasks, models. No '/', no '..', no
 #: whitespace, not starting with '.' or '-'.
@@ -166,49 +168,46 @@ def check_name(value: Any, key: str) -> str:
     return value
 
 
-def _check_unique(values: list[Any], key: str) -> None:
-    seen: dict[Any, int] = {}
-    for i, v in enumerate(values):
-        if v in seen:
-            raise ConfigError(f"{key}[{i}]: duplicate entry {v!r} (also at {key}[{seen[v]}])")
-        seen[v] = i
-
-
-def _nonempty_list(config: dict[str, Any], key: str) -> list[Any]:
-    values = config.get(key)
-    if not isinstance(values, list) or not values:
-        raise ConfigError(f"{key}: must be a non-empty list")
-    return values
-
-
 @dataclass(frozen=True)
 class Campaign:
-    """A validated campaign: what to run and where its files live."""
+    """A validated campaign: what to run, its settings, and where its files live.
 
-    config: dict[str, Any]
+    Built by ``ptb_harness.campaign.settings`` (the one reader of the config mapping).
+    Agents and tasks are read from their directories once and kept here, so the plan's
+    checks and a stage's run use the same specs."""
+
     workdir: Path
+    settings: Settings
+    #: the `agents:` items by name (a leaderboard row each; see AgentEntry)
+    agent_entries: Mapping[str, AgentEntry]
+    tasks: tuple[str, ...]
+    models: Mapping[str, Model]
+    #: canonical decimal text of each budget (see format_hours)
+    hours: tuple[str, ...]
+    num_gpus: tuple[int, ...]
+    runs: tuple[int, ...]
+    _agent_specs: dict[str, AgentSpec] = field(default_factory=dict, compare=False, repr=False)
+    _task_specs: dict[str, TaskSpec] = field(default_factory=dict, compare=False, repr=False)
 
     # -- paths -------------------------------------------------------------------------
     @property
+    def name(self) -> str:
+        return self.settings.name
+
+    @property
     def results_dir(self) -> Path:
-        return (self.workdir / self.config["paths"]["results_dir"]).resolve()
+        return self.settings.paths.results_dir
 
     @property
     def agents_dir(self) -> Path:
-        return (self.workdir / self.config["paths"]["agents_dir"]).resolve()
+        return self.settings.paths.agents_dir
 
     @property
     def tasks_dir(self) -> Path:
-        return (self.workdir / self.config["paths"]["tasks_dir"]).resolve()
+        return self.settings.paths.tasks_dir
 
     def cell_dir(self, cell: Cell) -> Path:
         return self.results_dir / CELL_DIR_PATTERN.format(**cell.wildcards)
-
-    @cached_property
-    def agent_entries(self) -> dict[str, AgentEntry]:
-        """The `agents:` items by name (checked by check_campaign)."""
-        items = parse_agent_entries(self.config["agents"], self.config.get("agent_config") or {}, check_name)
-        return {e.name: e for e in items}
 
     @property
     def agent_names(self) -> list[str]:
@@ -223,9 +222,17 @@ class Campaign:
         return self.tasks_dir / task
 
     # -- contents ------------------------------------------------------------------------
-    @property
-    def models(self) -> dict[str, Model]:
-        return {m["name"]: Model(m["name"], m.get("path"), m.get("repo_id")) for m in self.config["models"]}
+    def agent(self, name: str) -> AgentSpec:
+        """The agent's spec, read from its directory the first time it is asked for."""
+        if name not in self._agent_specs:
+            self._agent_specs[name] = load_agent(self.agent_dir(name))
+        return self._agent_specs[name]
+
+    def task(self, name: str) -> TaskSpec:
+        """The task's spec, read from its directory the first time it is asked for."""
+        if name not in self._task_specs:
+            self._task_specs[name] = load_task(self.task_dir(name))
+        return self._task_specs[name]
 
     def model_source(self, model: str) -> str:
         """What MODEL_TO_TRAIN is set to: an absolute local path or a repo id."""
@@ -235,106 +242,15 @@ class Campaign:
         return str(m.repo_id)
 
     def cells(self) -> Iterator[Cell]:
-        c = self.config
         for agent, task, model, hours, gpus, run in itertools.product(
-            self.agent_names,
-            c["tasks"],
-            [m["name"] for m in c["models"]],
-            [format_hours(h) for h in c["hours"]],
-            c["num_gpus"],
-            c["runs"],
+            self.agent_entries, self.tasks, self.models, self.hours, self.num_gpus, self.runs
         ):
-            yield Cell(agent, task, model, hours, int(gpus), int(run))
+            yield Cell(agent, task, model, hours, gpus, run)
 
     def agent_config(self, agent: str) -> str:
         """The entry's model (AGENT_CONFIG / AGENT_MODEL), "" when none is given."""
         entry = self.agent_entries.get(agent)
         return entry.model if entry else ""
-
-
-def check_campaign(config: dict[str, Any], workdir: Path) -> Campaign:
-    """Semantic checks the JSON schema cannot express. Raises ConfigError naming the key."""
-    tasks = _nonempty_list(config, "tasks")
-    for i, v in enumerate(tasks):
-        check_name(v, f"tasks[{i}]")
-    _check_unique(tasks, "tasks")
-    agents = parse_agent_entries(_nonempty_list(config, "agents"), config.get("agent_config") or {}, check_name)
-
-    models = _nonempty_list(config, "models")
-    for i, m in enumerate(models):
-        if not isinstance(m, dict):
-            raise ConfigError(f"models[{i}]: must be a mapping with 'name' and 'path' or 'repo_id'")
-        check_name(m.get("name"), f"models[{i}].name")
-        if ("path" in m) == ("repo_id" in m):
-            raise ConfigError(f"models[{i}]: give exactly one of 'path' (local directory) or 'repo_id'")
-    _check_unique([m["name"] for m in models], "models[].name")
-
-    hours = _nonempty_list(config, "hours")
-    canonical = [format_hours(h, f"hours[{i}]") for i, h in enumerate(hours)]
-    _check_unique(canonical, "hours")
-
-    for key in ("num_gpus", "runs"):
-        values = _nonempty_list(config, key)
-        for i, v in enumerate(values):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ConfigError(f"{key}[{i}]: {v!r} is not a non-negative integer")
-        _check_unique(values, key)
-
-    campaign = Campaign(config=config, workdir=Path(workdir))
-    for i, entry in enumerate(agents):
-        try:
-            spec = load_agent(campaign.agents_dir / entry.dir)
-        except ConfigError as e:
-            raise ConfigError(f"agents[{i}]: {e}") from None
-        if entry.reprompt and not spec.resume:
-            raise ConfigError(
-                f"agents[{i}].reprompt: agent directory {entry.dir} cannot resume its CLI's session"
-                ' (its agent.json does not say "resume": true)'
-            )
-    for i, task in enumerate(config["tasks"]):
-        try:
-            load_task(campaign.task_dir(task))
-        except ConfigError as e:
-            raise ConfigError(f"tasks[{i}]: {e}") from None
-    template = config.get("solve", {}).get("prompt_template")
-    if template and not (campaign.workdir / template).is_file():
-        raise ConfigError(f"solve.prompt_template: file {campaign.workdir / template} not found")
-    for agent in config.get("agent_config", {}):
-        if agent not in campaign.agent_entries:
-            raise ConfigError(f"agent_config.{agent}: not an agent of this campaign")
-    _check_leaderboard(config, [e.name for e in agents])
-    return campaign
-
-
-def _check_leaderboard(config: dict[str, Any], agent_names: list[str]) -> None:
-    board = config.get("leaderboard") or {}
-    tasks = config["tasks"]
-    weighting = board.get("weighting", "equal")
-    for key in ("weights", "instruct_scores"):
-        for task in board.get(key) or {}:
-            if task not in tasks:
-                raise ConfigError(f"leaderboard.{key}.{task}: not a task of this campaign")
-    if weighting == "explicit":
-        missing = [t for t in tasks if t not in (board.get("weights") or {})]
-        if missing:
-            raise ConfigError(f"leaderboard.weights: no weight for task(s) {', '.join(missing)} (weighting explicit)")
-        if not sum(board["weights"].values()) > 0:
-            raise ConfigError("leaderboard.weights: the weights sum to 0")
-    if weighting == "inverse_gap":
-        models = [m["name"] for m in config["models"]]
-        scores = board.get("instruct_scores") or {}
-        for task in tasks:
-            missing = [m for m in models if m not in (scores.get(task) or {})]
-            if missing:
-                raise ConfigError(
-                    f"leaderboard.instruct_scores.{task}: no score for model(s) {', '.join(missing)} "
-                    "(weighting inverse_gap needs every task and model)"
-                )
-        if board.get("base_agent", "noop") not in agent_names:
-            raise ConfigError(
-                f"leaderboard.base_agent: {board.get('base_agent', 'noop')!r} is not an agent of this campaign "
-                "(weighting inverse_gap needs the base models' scores)"
-            )
 
 
 def load_campaign_file(path: str | Path) -> dict[str, Any]:

@@ -6,12 +6,13 @@ same way whether it is planned, run, collected or inspected.
 
 from __future__ import annotations
 
-import os
+import copy
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign.cells import Campaign, check_campaign, load_campaign_file
+from ptb_harness.campaign.cells import Campaign
 from ptb_harness.campaign.graders import check_grader_keys
+from ptb_harness.campaign.settings import campaign_from_config, check_campaign, merge_campaign_file
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.records import read_yaml_mapping
 
@@ -52,13 +53,6 @@ def validate_schema(config: dict[str, Any], schema: Path = SCHEMA_PATH) -> None:
         raise ConfigError(_one_line(cause)) from None
 
 
-def merge_campaign_file(config: dict[str, Any]) -> None:
-    """Replace campaign keys with those of ``config['campaign']`` when one is named."""
-    path = config.get("campaign")
-    if path:
-        config.update(load_campaign_file(path))
-
-
 def load_config(
     config: dict[str, Any], workdir: str | Path = ".", schema: Path = SCHEMA_PATH, for_run: bool = False
 ) -> Campaign:
@@ -68,21 +62,20 @@ def load_config(
     merge_campaign_file(config)
     validate_schema(config, schema)
     campaign = check_campaign(config, Path(workdir).resolve())
-    check_grader_keys(config, campaign.agents_dir, campaign.tasks_dir)
-    if for_run:
-        check_writable_dir(campaign.results_dir, "paths.results_dir")
+    check_grader_keys(campaign)
+    problem = campaign.settings.paths.results_problem() if for_run else None
+    if problem:
+        raise ConfigError(f"paths.results_dir: {problem}")
     return campaign
 
 
-def check_writable_dir(path: Path, key: str) -> None:
-    """The dir exists and is writable, or can be created: else a ConfigError naming key."""
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(f"{key}: cannot create {path}: {existing} is not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{key}: {existing} is not writable (needed for {path})")
+def campaign_with_defaults(config: dict[str, Any], workdir: str | Path = ".") -> Campaign:
+    """A campaign from a config that sets some keys, the schema's defaults for the rest,
+    without the semantic checks (its agents and tasks need not exist): for tests and tools
+    that need settings, not a runnable campaign."""
+    config = copy.deepcopy(config)
+    validate_schema(config)
+    return campaign_from_config(config, Path(workdir))
 
 
 def load_config_files(
@@ -100,5 +93,5 @@ def load_config_files(
         if site_file.exists():
             config.update(read_yaml_mapping(site_file, "profile"))
     if campaign:
-        config["campaign"] = campaign
+        config.update(campaign=campaign)
     return load_config(config, workdir)

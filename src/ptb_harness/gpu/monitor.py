@@ -71,9 +71,11 @@ class GpuMonitor:
         self.samples = 0
 
     @classmethod
-    def for_cell(cls, nvml: Any | None, gpus: Sequence[Gpu], cell_dir: Path, stage: str, site: Any) -> GpuMonitor:
+    def for_cell(
+        cls, nvml: Any | None, gpus: Sequence[Gpu], cell_dir: Path, stage: str, interval_s: float
+    ) -> GpuMonitor:
         """The monitor of a cell's stage: its gpu_monitor.csv, at the site's interval."""
-        return cls(nvml, gpus, Path(cell_dir) / "gpu_monitor.csv", stage, float(site["monitor_interval_seconds"]))
+        return cls(nvml, gpus, Path(cell_dir) / "gpu_monitor.csv", stage, interval_s)
 
     @property
     def active(self) -> bool:

@@ -8,6 +8,7 @@ every mean says how many scored cells it stands on.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -47,7 +48,7 @@ CELL_COLUMNS = [
 def cell_table(campaign: Campaign) -> pd.DataFrame:
     rows = []
     alive = local_liveness()
-    judged = bool((campaign.config.get("judge") or {}).get("enabled"))
+    judged = campaign.settings.judge.enabled
     for cell in campaign.cells():
         cdir = campaign.cell_dir(cell)
         outcome, evidence, rec = cell_outcome(cdir, alive)
@@ -93,7 +94,7 @@ def write_tables(campaign: Campaign, paths: Mapping[str, Path]) -> tuple[pd.Data
     leaderboard (CSV and Markdown), each written atomically to the paths named `cells`,
     `leaderboard_csv`, `leaderboard_md` (see COLLECT_OUTPUTS); returns (cell table,
     leaderboard, weights)."""
-    board_config = campaign.config.get("leaderboard")
+    board_config = asdict(campaign.settings.leaderboard)
     table = with_fallback(cell_table(campaign), board_config)
     board, weights = leaderboard(table, board_config)
     atomic_write_text(paths["cells"], table.to_csv(index=False))

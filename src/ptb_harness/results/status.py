@@ -52,9 +52,9 @@ class CellStatus:
 def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[CellStatus]:
     """The outcome of every cell; a record of a running stage is checked against this
     host's processes and (asked once, only if needed) Slurm's queue."""
-    results = campaign.config["paths"]["results_dir"]
+    results = campaign.settings.paths.results_dir_text
     alive = alive or local_liveness(live_slurm_jobs)
-    judged = bool((campaign.config.get("judge") or {}).get("enabled"))
+    judged = campaign.settings.judge.enabled
     out = []
     for cell in campaign.cells():
         rel = CELL_DIR_PATTERN.format(**cell.wildcards)
@@ -91,7 +91,7 @@ def grid(statuses: list[CellStatus]) -> list[str]:
 
 def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = False) -> str:
     total = counts(statuses)
-    out = [f"campaign {campaign.config['name']}: {len(statuses)} cells"]
+    out = [f"campaign {campaign.name}: {len(statuses)} cells"]
     out.append("  " + ", ".join(f"{n} {k}" for k, n in total.items()))
     out += [
         "",
@@ -126,7 +126,7 @@ def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = 
 def as_json(campaign: Campaign, statuses: list[CellStatus]) -> str:
     return json.dumps(
         {
-            "campaign": campaign.config["name"],
+            "campaign": campaign.name,
             "results_dir": str(campaign.results_dir),
             "counts": counts(statuses),
             "cells": [s.as_dict() for s in statuses],

@@ -11,11 +11,20 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ptb_harness.core.errors import HarnessError
+
+
+@dataclass(frozen=True)
+class HfCacheSettings:
+    """The site's shared Hugging Face home (site.hf_home) and how sandboxes see it
+    (site.hf_cache_mode)."""
+
+    home: Path | None = None
+    mode: str = "none"
 
 
 def _unmount(mountpoint: Path) -> None:
@@ -26,14 +35,12 @@ def _unmount(mountpoint: Path) -> None:
 
 
 @contextlib.contextmanager
-def hf_cache_view(site: Mapping[str, Any], job_root: Path) -> Iterator[tuple[Path | None, bool]]:
+def hf_cache_view(settings: HfCacheSettings, job_root: Path) -> Iterator[tuple[Path | None, bool]]:
     """Yield (host path of the HF home the sandbox sees, whether it is read-only)."""
-    shared = site.get("hf_home")
-    mode = site.get("hf_cache_mode", "none")
-    if not shared or mode == "none":
+    shared_path, mode = settings.home, settings.mode
+    if shared_path is None or mode == "none":
         yield None, False
         return
-    shared_path = Path(shared)
     if not shared_path.is_dir():
         raise HarnessError(f"site.hf_home: {shared_path} is not a directory")
     if mode == "ro":

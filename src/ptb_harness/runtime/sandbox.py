@@ -18,9 +18,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from ptb_harness.core.errors import ConfigError
+from ptb_harness.runtime.procs import ProcessResult, run_budgeted
 
 Role = Literal["agent", "scorer"]
 
@@ -43,6 +44,47 @@ class Bind:
 
 
 @dataclass(frozen=True)
+class RuntimeSettings:
+    """The site's sandbox knobs (site.runtime, site.apptainer, the images, ...)."""
+
+    runtime: str = "none"
+    apptainer: str = "apptainer"
+    agent_image: str | None = None
+    scorer_image: str | None = None
+    sandbox_home: str = "/home/ben"
+    cleanenv: bool = True
+    isolate_gpus: bool = False
+    #: extra binds into every sandbox (site.binds)
+    binds: tuple[Bind, ...] = ()
+    #: where the pinned agent CLIs are installed (runtime none puts them on the agent's PATH)
+    agent_cli_prefix: str | None = None
+
+    def image(self, role: Role) -> str | None:
+        return self.agent_image if role == "agent" else self.scorer_image
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What a stage asks of the sandbox: run ``command`` (paths as seen inside) as
+    ``role``, with HOME=job_home and cwd HOME/workdir."""
+
+    role: Role
+    command: Sequence[str]
+    job_home: Path
+    job_tmp: Path
+    workdir: str
+    #: the harness's own variables for the process
+    env: Mapping[str, str]
+    #: copied by name from the launching environment when set
+    pass_names: Sequence[str] = ()
+    gpus: Sequence[str] = ()
+    binds: Sequence[Bind] = ()
+    #: the HF home the sandbox sees (see ptb_harness.runtime.hf_cache), and whether read-only
+    hf_home_host: Path | None = None
+    hf_read_only: bool = False
+
+
+@dataclass(frozen=True)
 class Launch:
     """What to execute on the host: argv, its whole environment, and its cwd."""
 
@@ -51,6 +93,22 @@ class Launch:
     cwd: Path
     #: the names (never values) of the variables the sandboxed process sees
     visible_names: list[str] = field(default_factory=list)
+
+    def run(
+        self, output: Path, *, budget_s: float, kill_grace_s: float, output_mode: int = 0o600, append: bool = False
+    ) -> ProcessResult:
+        """Run it under its budget, output into ``output`` (appended to with ``append``;
+        see ``run_budgeted``)."""
+        return run_budgeted(
+            self.argv,
+            env=self.env,
+            cwd=self.cwd,
+            output=output,
+            budget_s=budget_s,
+            kill_grace_s=kill_grace_s,
+            output_mode=output_mode,
+            append=append,
+        )
 
 
 @dataclass(frozen=True)
@@ -75,10 +133,10 @@ class View:
 class Sandbox:
     """Builds launches for one site (the profile's ``site`` knobs)."""
 
-    def __init__(self, site: Mapping[str, Any], host_env: Mapping[str, str]):
-        self.site = site
+    def __init__(self, settings: RuntimeSettings, host_env: Mapping[str, str]):
+        self.settings = settings
         self.host_env = host_env
-        self.runtime = site["runtime"]
+        self.runtime = settings.runtime
 
     # -- what the sandbox sees -------------------------------------------------------------
     def host_xdg_cache(self) -> Path | None:
@@ -97,7 +155,7 @@ class Sandbox:
                 hf_home=str(hf_home_host) if hf_home_host else f"{home}/.cache/huggingface",
                 xdg_cache=str(xdg) if xdg else f"{home}/.cache",
             )
-        home = self.site["sandbox_home"]
+        home = self.settings.sandbox_home
         return View(
             home=home,
             tmp="/tmp",
@@ -106,27 +164,15 @@ class Sandbox:
         )
 
     # -- the launch ------------------------------------------------------------------------
-    def launch(
-        self,
-        *,
-        role: Role,
-        command: Sequence[str],
-        job_home: Path,
-        job_tmp: Path,
-        workdir: str,
-        env: Mapping[str, str],
-        pass_names: Sequence[str] = (),
-        gpus: Sequence[str] = (),
-        binds: Sequence[Bind] = (),
-        hf_home_host: Path | None = None,
-        hf_read_only: bool = False,
-    ) -> Launch:
-        """A launch of ``command`` (paths as seen inside) with HOME=job_home, cwd HOME/workdir.
+    def launch(self, request: LaunchRequest) -> Launch:
+        """A launch of the request's command (paths as seen inside) with HOME=job_home,
+        cwd HOME/workdir.
 
         ``env`` holds the harness's own variables; ``pass_names`` are copied by name from
         the launching environment when set (secrets: their values never reach argv or disk).
         """
-        view = self.view(job_home, job_tmp, hf_home_host)
+        r = request
+        view = self.view(r.job_home, r.job_tmp, r.hf_home_host)
         inner: dict[str, str] = {
             "HOME": view.home,
             "TMPDIR": view.tmp,
@@ -134,71 +180,55 @@ class Sandbox:
             "PYTHONNOUSERSITE": "1",
             "XDG_CACHE_HOME": view.xdg_cache,
             **view.hf_env(),
-            **env,
+            **r.env,
         }
-        for name in pass_names:
+        for name in r.pass_names:
             if name in self.host_env:
                 inner[name] = self.host_env[name]
         # the cell's GPUs; a cell without GPUs sees none (not every card of the node)
-        inner["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-        inner["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus) if gpus else "void"
+        inner["CUDA_VISIBLE_DEVICES"] = ",".join(r.gpus)
+        inner["NVIDIA_VISIBLE_DEVICES"] = ",".join(r.gpus) if r.gpus else "void"
         visible = sorted(inner)
         if self.runtime == "none":
             path = self.host_env.get("PATH", os.defpath)
             # no image: the sandbox's `python` is the harness's interpreter, and the
             # pinned agent CLIs (`ptb-harness setup-agents`) come before the host's
             dirs = [str(Path(sys.executable).parent), path]
-            if role == "agent":
-                prefix = Path(self.site.get("agent_cli_prefix") or "resources/agent-cli").resolve()
+            if r.role == "agent":
+                prefix = Path(self.settings.agent_cli_prefix or "resources/agent-cli").resolve()
                 dirs.insert(0, str(prefix / "node_modules" / ".bin"))
             inner["PATH"] = os.pathsep.join(dirs)
-            return Launch(list(command), inner, job_home / workdir, sorted(inner))
-        return self._apptainer(
-            role, command, job_home, job_tmp, workdir, inner, gpus, binds, hf_home_host, hf_read_only, visible
-        )
+            return Launch(list(r.command), inner, r.job_home / r.workdir, sorted(inner))
+        return self._apptainer(r, inner, visible)
 
-    def _apptainer(
-        self,
-        role: Role,
-        command: Sequence[str],
-        job_home: Path,
-        job_tmp: Path,
-        workdir: str,
-        inner: dict[str, str],
-        gpus: Sequence[str],
-        binds: Sequence[Bind],
-        hf_home_host: Path | None,
-        hf_read_only: bool,
-        visible: list[str],
-    ) -> Launch:
-        site = self.site
-        image = site["agent_image"] if role == "agent" else site["scorer_image"]
+    def _apptainer(self, r: LaunchRequest, inner: dict[str, str], visible: list[str]) -> Launch:
+        site = self.settings
+        image = site.image(r.role)
         if not image:
-            raise ConfigError(f"site.{role}_image: required with runtime apptainer")
-        home = site["sandbox_home"]
-        argv = [site["apptainer"], "exec", "--nv", "-c"]
-        if site["isolate_gpus"]:
+            raise ConfigError(f"site.{r.role}_image: required with runtime apptainer")
+        home = site.sandbox_home
+        argv = [site.apptainer, "exec", "--nv", "-c"]
+        if site.isolate_gpus:
             # with -c, --nvccli leaves only NVIDIA_VISIBLE_DEVICES' cards in the sandbox
             argv.append("--nvccli")
-        if site["cleanenv"]:
+        if site.cleanenv:
             argv.append("--cleanenv")
-        argv += ["--writable-tmpfs", "--home", f"{job_home}:{home}", "--pwd", f"{home}/{workdir}"]
-        all_binds = [Bind(job_tmp, "/tmp")]
-        if hf_home_host is not None:
-            all_binds.append(Bind(hf_home_host, SANDBOX_HF_HOME, read_only=hf_read_only))
+        argv += ["--writable-tmpfs", "--home", f"{r.job_home}:{home}", "--pwd", f"{home}/{r.workdir}"]
+        all_binds = [Bind(r.job_tmp, "/tmp")]
+        if r.hf_home_host is not None:
+            all_binds.append(Bind(r.hf_home_host, SANDBOX_HF_HOME, read_only=r.hf_read_only))
         xdg = self.host_xdg_cache()
         if xdg is not None:
             all_binds.append(Bind(xdg, str(xdg)))
-        all_binds += list(binds)
-        all_binds += [Bind(Path(b["src"]), b.get("dst", b["src"]), b.get("read_only", False)) for b in site["binds"]]
+        all_binds += [*r.binds, *site.binds]
         for b in all_binds:
             argv += ["--bind", b.arg()]
-        argv += [image, *command]
+        argv += [image, *r.command]
         # the apptainer process's own environment: PATH to find apptainer, the GPU list
         # for --nvccli, and every sandbox variable as APPTAINERENV_<NAME>
         env = {"PATH": self.host_env.get("PATH", os.defpath)}
-        if site["isolate_gpus"]:
-            env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus) if gpus else "void"
+        if site.isolate_gpus:
+            env["NVIDIA_VISIBLE_DEVICES"] = ",".join(r.gpus) if r.gpus else "void"
         for name, value in inner.items():
             env[f"APPTAINERENV_{name}"] = value
-        return Launch(argv, env, job_home, visible)
+        return Launch(argv, env, r.job_home, visible)

@@ -16,23 +16,24 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, Cell
-from ptb_harness.campaign.graders import endpoint_for, task_uses_grader
-from ptb_harness.campaign.tasks import TaskSpec, load_task
+from ptb_harness.campaign.graders import task_uses_grader
+from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_bytes, atomic_write_json, check_metrics, read_json_dict
-from ptb_harness.gpu.cellset import GpuAssignment, job_gpu_set
+from ptb_harness.gpu.cellset import GpuSet, job_gpu_set
 from ptb_harness.gpu.monitor import GpuMonitor
 from ptb_harness.gpu.nvml import load_nvml
 from ptb_harness.gpu.reap import ReapHost, ReapPolicy, reap
 from ptb_harness.graders.client import GRADER_ENV, grader_failure
 from ptb_harness.runtime.hf_cache import hf_cache_view
-from ptb_harness.runtime.procs import describe, iso_utc, run_budgeted, utc_stamp
-from ptb_harness.runtime.sandbox import Bind, Sandbox
+from ptb_harness.runtime.procs import describe, iso_utc, utc_stamp
+from ptb_harness.runtime.sandbox import Bind, LaunchRequest, Sandbox
 from ptb_harness.runtime.snapshot import provenance
 from ptb_harness.stages.provenance import cell_provenance, scorer_versions, versions_command
 
@@ -46,6 +47,86 @@ def evaluate_argv(task: TaskSpec, model: Path, out: Path, max_tokens: int | None
     if max_tokens is not None:
         argv += [task.token_flag, str(max_tokens)]
     return argv
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """What every attempt of one evaluate run shares; ``attempt(k, cap)`` is one step of the ladder."""
+
+    cell: Cell
+    task: TaskSpec
+    cell_dir: Path
+    model: Path
+    attempts_dir: Path
+    sandbox: Sandbox
+    work: Path
+    gpu_set: GpuSet
+    nvml: Any
+    hf_view: tuple[Path | None, bool]
+    reap_policy: ReapPolicy
+    monitor_interval_s: float
+    timeout_s: float
+    #: a graded task's scorer gets the grader endpoint (no secret) and its key variable by name
+    grader_env: Mapping[str, str]
+    pass_names: Sequence[str]
+    steps: int
+
+    def _request(self, out: Path, cap: int | None) -> LaunchRequest:
+        return LaunchRequest(
+            role="scorer",
+            command=evaluate_argv(self.task, self.model, out, cap),
+            job_home=self.work / "home",
+            job_tmp=self.work / "tmp",
+            workdir="task",
+            env=self.grader_env,
+            pass_names=self.pass_names,
+            gpus=self.gpu_set.sandbox_ids(),
+            # the cell dir at its own absolute path, so metrics.json lands where collect reads it
+            binds=[Bind(self.cell_dir, str(self.cell_dir))],
+            hf_home_host=self.hf_view[0],
+            hf_read_only=self.hf_view[1],
+        )
+
+    def _reap(self, k: int) -> None:
+        """Only processes on this job's GPUs, and in `own` mode only ours: other users'
+        jobs share the node."""
+        report = reap(self.gpu_set, self.reap_policy, host=ReapHost(nvml=self.nvml))
+        log.info(
+            "GPU reap before attempt %d (%s): %s",
+            k,
+            report.mode,
+            report.note or f"{len(report.killed)} killed, {len(report.survivors)} still there",
+        )
+
+    def attempt(self, k: int, cap: int | None) -> tuple[dict[str, Any], bytes | None, dict[str, Any] | None]:
+        """One run of evaluate.py: (its entry in evaluate.json, the metrics file's bytes
+        and the metrics when they are valid)."""
+        out = self.cell_dir / f".metrics.attempt-{k}.json"
+        out.unlink(missing_ok=True)
+        launch = self.sandbox.launch(self._request(out, cap))
+        attempt_log = self.attempts_dir / f"attempt-{k}.log"
+        if self.cell.num_gpus:
+            self._reap(k)
+        log.info("attempt %d/%d (max_tokens=%s)", k, self.steps, cap)
+        monitor = GpuMonitor.for_cell(self.nvml, self.gpu_set.gpus, self.cell_dir, "evaluate", self.monitor_interval_s)
+        with monitor:
+            result = launch.run(attempt_log, budget_s=self.timeout_s, kill_grace_s=30, output_mode=0o644)
+        data = out.read_bytes() if out.is_file() else None
+        out.unlink(missing_ok=True)
+        metrics, why = check_metrics(data) if data is not None else (None, "wrote no metrics file")
+        if metrics is None:
+            why = grader_failure(attempt_log) or why
+        entry = {
+            "attempt": k,
+            "max_tokens": cap,
+            "process": describe(result),
+            "exit_code": result.exit_code,
+            "duration_s": round(result.duration_s, 3),
+            "log": str(attempt_log.relative_to(self.cell_dir)),
+            "ok": metrics is not None,
+            "problem": why or None,
+        }
+        return entry, data, metrics
 
 
 def run_evaluate(
@@ -69,96 +150,43 @@ def run_evaluate(
         "harness": provenance(),
         "attempts": [],
     }
-
-    solve = read_json_dict(solve_json)
-    if solve is None:
-        raise HarnessError(f"{solve_json}: missing or not valid JSON; rerun the solve")
-    if not solve.get("final_model_files"):
-        record.update(status="no_model", reason=f"agent {solve.get('description', '?')} and left no final model")
-        atomic_write_json(record_path, record)
-        raise HarnessError(f"nothing to score: {record['reason']}")
-
-    task = load_task(campaign.task_dir(cell.task))
+    solve = _solved(solve_json, record, record_path)
+    task = campaign.task(cell.task)
     plan = task.attempt_plan()
-    timeout_min = task.attempt_timeout_minutes or campaign.config["evaluate"]["attempt_timeout_minutes"]
-    site = campaign.config["site"]
-    tmp_root = Path(site["tmp_root"] or tempfile.gettempdir())
-    # a graded task's scorer gets the grader endpoint (no secret) and its key variable by name
-    grader_env, grader_keys = {}, []
-    if task_uses_grader(task.dir):
-        endpoint = endpoint_for(campaign.config, "grader")
-        grader_env = {GRADER_ENV: endpoint.to_env()}
-        grader_keys = [endpoint.api_key_env] if endpoint.api_key_env else []
+    site = campaign.settings.site
     attempts_dir = cell_dir / "evaluate" / utc_stamp(started).replace(":", "")
     attempts_dir.mkdir(parents=True, exist_ok=True)
     # The scorer runs in a scratch copy of the task: evaluate.py may write next to itself,
     # and a task file replaced in the checkout meanwhile cannot change a running attempt.
     stack = contextlib.ExitStack()
-    work = Path(tempfile.mkdtemp(prefix=f"ptb-eval-{cell.slug}-", dir=tmp_root))
-    sandbox = Sandbox(site, host_env)
+    work = Path(tempfile.mkdtemp(prefix=f"ptb-eval-{cell.slug}-", dir=site.tmp_root))
+    sandbox = Sandbox(site.runtime, host_env)
     nvml = load_nvml()
     try:
-        assignment = GpuAssignment(site.get("gpu_ids"), site.get("gpu_pool"), site.get("gpu_lock_dir"))
-        gpu_set = stack.enter_context(job_gpu_set(cell.num_gpus, assignment, host_env, nvml))
-        reap_policy = ReapPolicy(site["gpu_reap"], site["gpu_scope"], float(site["reap_wait_seconds"]))
-        gpus = gpu_set.sandbox_ids()
-        home, tmp = work / "home", work / "tmp"
-        shutil.copytree(task.dir, home / "task", symlinks=False)
-        tmp.mkdir()
-        hf_view = stack.enter_context(hf_cache_view(site, work))
+        gpu_set = stack.enter_context(job_gpu_set(cell.num_gpus, site.gpu.assignment, host_env, nvml))
+        shutil.copytree(task.dir, work / "home" / "task", symlinks=False)
+        (work / "tmp").mkdir()
+        grader_env, grader_keys = _grader(campaign, task)
+        ladder = Ladder(
+            cell=cell,
+            task=task,
+            cell_dir=cell_dir,
+            model=final_model.resolve(),
+            attempts_dir=attempts_dir,
+            sandbox=sandbox,
+            work=work,
+            gpu_set=gpu_set,
+            nvml=nvml,
+            hf_view=stack.enter_context(hf_cache_view(site.hf_cache, work)),
+            reap_policy=site.gpu.reap,
+            monitor_interval_s=site.gpu.monitor_interval_seconds,
+            timeout_s=(task.attempt_timeout_minutes or campaign.settings.evaluate.attempt_timeout_minutes) * 60,
+            grader_env=grader_env,
+            pass_names=[*task.required_api_keys, *grader_keys],
+            steps=len(plan),
+        )
         for k, cap in enumerate(plan, 1):
-            out = cell_dir / f".metrics.attempt-{k}.json"
-            out.unlink(missing_ok=True)
-            launch = sandbox.launch(
-                role="scorer",
-                command=evaluate_argv(task, final_model.resolve(), out, cap),
-                job_home=home,
-                job_tmp=tmp,
-                workdir="task",
-                env=grader_env,
-                pass_names=[*task.required_api_keys, *grader_keys],
-                gpus=gpus,
-                # the cell dir at its own absolute path, so metrics.json lands where collect reads it
-                binds=[Bind(cell_dir, str(cell_dir))],
-                hf_home_host=hf_view[0],
-                hf_read_only=hf_view[1],
-            )
-            attempt_log = attempts_dir / f"attempt-{k}.log"
-            if cell.num_gpus:
-                # only processes on this job's GPUs, and in `own` mode only ours: other users' jobs share the node
-                report = reap(gpu_set, reap_policy, host=ReapHost(nvml=nvml))
-                log.info(
-                    "GPU reap before attempt %d (%s): %s",
-                    k,
-                    report.mode,
-                    report.note or f"{len(report.killed)} killed, {len(report.survivors)} still there",
-                )
-            log.info("attempt %d/%d (max_tokens=%s)", k, len(plan), cap)
-            with GpuMonitor.for_cell(nvml, gpu_set.gpus, cell_dir, "evaluate", site):
-                result = run_budgeted(
-                    launch.argv,
-                    env=launch.env,
-                    cwd=launch.cwd,
-                    output=attempt_log,
-                    budget_s=timeout_min * 60,
-                    kill_grace_s=30,
-                    output_mode=0o644,
-                )
-            data = out.read_bytes() if out.is_file() else None
-            out.unlink(missing_ok=True)
-            metrics, why = check_metrics(data) if data is not None else (None, "wrote no metrics file")
-            if metrics is None:
-                why = grader_failure(attempt_log) or why
-            entry = {
-                "attempt": k,
-                "max_tokens": cap,
-                "process": describe(result),
-                "exit_code": result.exit_code,
-                "duration_s": round(result.duration_s, 3),
-                "log": str(attempt_log.relative_to(cell_dir)),
-                "ok": metrics is not None,
-                "problem": why or None,
-            }
+            entry, data, metrics = ladder.attempt(k, cap)
             record["attempts"].append(entry)
             if metrics is not None:
                 atomic_write_bytes(metrics_json, data)
@@ -166,7 +194,7 @@ def run_evaluate(
                 atomic_write_json(record_path, record)
                 log.info("attempt %d scored accuracy=%s", k, metrics["accuracy"])
                 return record
-            log.warning("attempt %d failed: evaluate.py %s, %s", k, entry["process"], why)
+            log.warning("attempt %d failed: evaluate.py %s, %s", k, entry["process"], entry["problem"])
             atomic_write_json(record_path, {**record, "status": "running"})
     finally:
         if record["attempts"]:  # the scorer ran: record what ran it, scored or not
@@ -183,22 +211,40 @@ def run_evaluate(
     raise HarnessError(record["reason"])
 
 
+def _solved(solve_json: Path, record: dict[str, Any], record_path: Path) -> dict[str, Any]:
+    """The solve record, when it names a final model to score; else the stage ends here."""
+    solve = read_json_dict(solve_json)
+    if solve is None:
+        raise HarnessError(f"{solve_json}: missing or not valid JSON; rerun the solve")
+    if not solve.get("final_model_files"):
+        record.update(status="no_model", reason=f"agent {solve.get('description', '?')} and left no final model")
+        atomic_write_json(record_path, record)
+        raise HarnessError(f"nothing to score: {record['reason']}")
+    return solve
+
+
+def _grader(campaign: Campaign, task: TaskSpec) -> tuple[dict[str, str], list[str]]:
+    """A graded task's scorer gets the grader endpoint (no secret) and its key variable by name."""
+    if not task_uses_grader(task.dir):
+        return {}, []
+    endpoint = campaign.settings.grader
+    return {GRADER_ENV: endpoint.to_env()}, [endpoint.api_key_env] if endpoint.api_key_env else []
+
+
 def _scorer_versions(sandbox: Sandbox, work: Path, gpus: list[str]) -> dict:
     """The scorer's package versions, asked inside its own sandbox. Not in the background
     beside the attempts: the attempts' clean-up stops every child process of the stage."""
-    launch = sandbox.launch(
+    request = LaunchRequest(
         role="scorer",
         command=versions_command(),
         job_home=work / "home",
         job_tmp=work / "tmp",
         workdir="task",
         env={},
-        pass_names=(),
         gpus=gpus,
-        binds=[],
-        hf_home_host=None,
         hf_read_only=True,
     )
+    launch = sandbox.launch(request)
     return scorer_versions(launch.argv, launch.env, launch.cwd)
 
 

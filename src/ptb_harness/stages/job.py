@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.settings import campaign_from_config
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_json, read_json_dict
 from ptb_harness.runtime.procs import iso_utc, process_start_ticks
@@ -102,5 +103,4 @@ def stage(log_path: str | Path, name: str, cell_dir: str | Path | None = None) -
 
 def from_snakemake(smk: Any) -> tuple[Campaign, Cell]:
     """The campaign (config already validated by the Snakefile) and the job's cell."""
-    campaign = Campaign(config=smk.config, workdir=Path.cwd())
-    return campaign, Cell.from_wildcards(smk.wildcards)
+    return campaign_from_config(smk.config, Path.cwd()), Cell.from_wildcards(smk.wildcards)

@@ -18,10 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign.agents import allowed_env_names, load_agent
+from ptb_harness.campaign.agents import allowed_env_names
 from ptb_harness.campaign.cells import Campaign, Cell
-from ptb_harness.campaign.graders import endpoint_for, grader_key_names
-from ptb_harness.campaign.tasks import load_task
 from ptb_harness.core.records import atomic_write_json, read_json_dict
 from ptb_harness.graders.client import GraderClient, GraderUnavailable
 from ptb_harness.graders.judge import (
@@ -141,17 +139,18 @@ def run_judge(
 ) -> dict[str, Any]:
     """Judge one cell and write judgement.json (always, fail closed). Returns it."""
     host_env = dict(os.environ if host_env is None else host_env)
-    cfg = campaign.config["judge"]
+    cfg = campaign.settings.judge
     cell_dir = judgement_json.parent
     record: dict[str, Any] = {"cell": cell.wildcards, "started_at": iso_utc(time.time())}
-    endpoint = endpoint_for(campaign.config, "judge")
+    endpoint = cfg.endpoint
+    assert endpoint is not None, "the judge rule runs only with judge.enabled"
     record["judge"] = {"model": endpoint.model, "base_url": endpoint.base_url}
     inputs: dict[str, Any] = {}
     deterministic: dict[str, dict[str, Any]] = {}
     checks: dict[str, Any] = {}
     judged, failure = None, ""
     try:
-        task = load_task(campaign.task_dir(cell.task))
+        task = campaign.task(cell.task)
         info_path = task.dir / "info.json"
         info = read_json_dict(info_path) or {}
         inputs["info_json"] = _sha256(info_path.read_bytes()) if info_path.is_file() else None
@@ -161,7 +160,7 @@ def run_judge(
         inputs["agent_files"] = {name: _sha256(t.encode()) for name, t in files}
         if "missing" in files_record:
             inputs["agent_files_missing"] = files_record["missing"]
-        hf_home = campaign.config["site"].get("hf_home")
+        hf_home = str(campaign.settings.site.hf_cache.home or "") or None
 
         # deterministic checks first: facts for the judge, and flags whatever it says
         samples = read_test_set(task.dir, info, hf_home)
@@ -173,8 +172,8 @@ def run_judge(
             }
         else:
             inputs["test_set"] = _sha256("\x1e".join(samples).encode())
-            tolerated = int(cfg["max_contaminated_samples"])
-            report = ngram_overlap(samples, files, int(cfg["ngram_n"]), float(cfg["sample_overlap"]))
+            tolerated = cfg.max_contaminated_samples
+            report = ngram_overlap(samples, files, cfg.ngram_n, cfg.sample_overlap)
             checks["ngram_overlap"] = summary = report.as_dict(tolerated)
             where = "; ".join(f"sample {e['sample']} in {', '.join(e['files'])}" for e in summary["examples"][:3])
             deterministic["contamination"] = {
@@ -191,7 +190,7 @@ def run_judge(
         base_cfg = _config_of(base.source, campaign.workdir, hf_home)
         inputs["base_model_config"] = _sha256(json.dumps(base_cfg, sort_keys=True).encode()) if base_cfg else None
         instruct = {}
-        for ref in cfg["instruct_variants"].get(cell.model, []):
+        for ref in cfg.instruct_variants.get(cell.model, []):
             ref_cfg = _config_of(ref, campaign.workdir, hf_home)
             if ref_cfg is None:
                 raise JudgeInputError(f"judge.instruct_variants.{cell.model}: no config.json for {ref} (prefetch it)")
@@ -202,8 +201,8 @@ def run_judge(
         deterministic["disallowed_model"] = {**identity, "source": "model_identity"}
 
         # the judge model reads the evidence, redacted once more as a whole
-        agent = load_agent(campaign.agent_dir(cell.agent))
-        names = [*allowed_env_names(agent, task.required_api_keys), *grader_key_names(campaign.config)]
+        agent = campaign.agent(cell.agent)
+        names = [*allowed_env_names(agent, task.required_api_keys), *campaign.settings.grader_key_names]
         redact = Redactor(secrets_from_env(names, host_env))
         prompt = build_prompt(
             task_name=task.name,
@@ -212,7 +211,7 @@ def run_judge(
             transcript=text,
             files=files,
             final_config=final_cfg_path.read_text(errors="replace") if final_cfg is not None else "",
-            max_chars=int(cfg["max_prompt_chars"]),
+            max_chars=cfg.max_prompt_chars,
         )
         prompt = redact(prompt.encode()).decode("utf-8", "replace")
         inputs["prompt"] = _sha256(prompt.encode())

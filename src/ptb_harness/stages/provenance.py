@@ -108,8 +108,9 @@ def cell_provenance(
     nvml: Any | None,
     scorer_packages: dict,
 ) -> dict[str, Any]:
-    site = campaign.config["site"]
+    site = campaign.settings.site
     cache = campaign.results_dir / ".image-digests.json"
+    apptainer = site.runtime.runtime == "apptainer"
     harness = harness_provenance()
     git = harness.get("git") or ""
     return {
@@ -123,14 +124,14 @@ def cell_provenance(
         "config": {
             "model_to_train": campaign.model_source(cell.model),
             "budget_s": cell.budget_seconds,
-            "solve": campaign.config.get("solve"),
-            "evaluate": campaign.config.get("evaluate"),
+            "solve": campaign.settings.solve.record(),
+            "evaluate": campaign.settings.evaluate.record(),
             "agent_config": campaign.agent_config(cell.agent),
-            "site": {k: site.get(k) for k in ("name", "runtime", "gpu_reap", "gpu_scope", "hf_cache_mode")},
+            "site": site.record(),
         },
         "containers": {
-            "agent_image": image_digest(site.get("agent_image"), cache) if site["runtime"] == "apptainer" else None,
-            "scorer_image": image_digest(site.get("scorer_image"), cache) if site["runtime"] == "apptainer" else None,
+            "agent_image": image_digest(site.runtime.agent_image, cache) if apptainer else None,
+            "scorer_image": image_digest(site.runtime.scorer_image, cache) if apptainer else None,
         },
         "solve": {
             "host": (solve or {}).get("host"),

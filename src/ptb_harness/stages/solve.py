@@ -8,7 +8,6 @@ dir is kept and its path logged, so nothing the agent produced is lost.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -17,23 +16,23 @@ import socket
 import string
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from ptb_harness import __version__
-from ptb_harness.campaign.agents import AgentSpec, allowed_env_names, load_agent
+from ptb_harness.campaign.agents import AgentSpec, allowed_env_names
 from ptb_harness.campaign.cells import Campaign, Cell
-from ptb_harness.campaign.graders import grader_key_names
-from ptb_harness.campaign.tasks import TaskSpec, load_task
+from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_json, atomic_write_text
-from ptb_harness.gpu.cellset import GpuAssignment, GpuSet, job_gpu_set
+from ptb_harness.gpu.cellset import GpuSet, job_gpu_set
 from ptb_harness.gpu.monitor import GpuMonitor
 from ptb_harness.gpu.nvml import load_nvml
 from ptb_harness.runtime.hf_cache import hf_cache_view
-from ptb_harness.runtime.procs import ProcessResult, describe, iso_utc, run_budgeted, utc_stamp
-from ptb_harness.runtime.sandbox import Bind, Launch, Sandbox
+from ptb_harness.runtime.procs import ProcessResult, describe, iso_utc, utc_stamp
+from ptb_harness.runtime.sandbox import Bind, Launch, LaunchRequest, Sandbox
 from ptb_harness.runtime.scheduler import scheduler_job
 from ptb_harness.runtime.snapshot import provenance
 from ptb_harness.stages.agent_files import save_agent_files
@@ -76,50 +75,12 @@ class JobDir:
         return self.root / "harness"
 
 
-def run_preflight(
-    campaign: Campaign,
-    cell: Cell,
-    gpu_set: GpuSet,
-    sandbox_launch: Callable[[list[str]], Launch],
-    log_path: Path,
-) -> tuple[bool, str]:
-    """(ok, reason) of the CUDA preflight; only called for cells that need GPUs."""
-    ids = gpu_set.sandbox_ids()
-    if not gpu_set.driver:
-        return False, "no NVIDIA driver on this machine"
-    if gpu_set.request.known and len(ids) != cell.num_gpus:
-        return False, f"the job was given {len(ids)} GPU(s) by {gpu_set.request.source}, the cell needs {cell.num_gpus}"
-    launch = sandbox_launch(preflight_command(cell.num_gpus))
-    result = run_budgeted(
-        launch.argv,
-        env=launch.env,
-        cwd=launch.cwd,
-        output=log_path,
-        budget_s=float(campaign.config["site"]["preflight_timeout_seconds"]),
-        kill_grace_s=5,
-    )
-    if result.status == "timeout":
-        return False, "preflight did not finish in time"
-    return verdict(log_path.read_text(errors="replace"))
-
-
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def check_scratch(tmp_root: Path, min_free_gb: float) -> None:
-    try:
-        free = shutil.disk_usage(tmp_root).free
-    except OSError as e:
-        raise HarnessError(f"site.tmp_root: cannot use {tmp_root} ({e.strerror})") from None
-    if free < min_free_gb * 1e9:
-        raise HarnessError(
-            f"site.tmp_root: {tmp_root} has {free / 1e9:.2f} GB free, below site.min_tmp_free_gb={min_free_gb}"
-        )
-
-
 def render_prompt(campaign: Campaign, cell: Cell, task: TaskSpec, model_source: str, gpu_info: str) -> str:
-    custom = campaign.config["solve"].get("prompt_template")
+    custom = campaign.settings.solve.prompt_template
     if (task.dir / "prompt.txt").is_file():
         template_path = task.dir / "prompt.txt"
     elif custom:
@@ -166,17 +127,27 @@ def prepare_job_dir(tmp_root: Path, cell: Cell, agent: AgentSpec, task: TaskSpec
     return job
 
 
-def agent_variables(
-    campaign: Campaign, cell: Cell, agent: AgentSpec, task: TaskSpec, prompt: str
-) -> tuple[dict[str, str], list[str]]:
+class AgentVariables(NamedTuple):
     """The harness's variables for the agent, and the names it may copy from the host.
 
     Nothing else of the launching environment reaches the agent: the sandbox adds only
     HOME, TMPDIR, LANG, the cache variables and the cell's GPUs. Copied by name: the
     agent's env_passthrough.txt names and the allowlisted API keys (agent's + task's).
     """
+
+    values: dict[str, str]
+    pass_names: list[str]
+
+    def passed(self, host_env: Mapping[str, str]) -> list[str]:
+        return [n for n in self.pass_names if n in host_env]
+
+    def missing(self, host_env: Mapping[str, str]) -> list[str]:
+        return [n for n in self.pass_names if n not in host_env]
+
+
+def agent_variables(campaign: Campaign, cell: Cell, agent: AgentSpec, task: TaskSpec, prompt: str) -> AgentVariables:
     entry = campaign.agent_entries.get(cell.agent)
-    variables = {
+    values = {
         # the entry's non-secret settings (checked: they cannot replace the harness's)
         **dict(entry.env if entry else ()),
         "PROMPT": prompt,
@@ -189,41 +160,37 @@ def agent_variables(
     }
     # grader and judge keys never reach an agent (the config check refuses such a
     # campaign; this keeps it so for any caller)
-    grader_keys = grader_key_names(campaign.config)
+    grader_keys = campaign.settings.grader_key_names
     names = [n for n in allowed_env_names(agent, task.required_api_keys) if n not in grader_keys]
-    return variables, names
+    return AgentVariables(values, names)
 
 
-def agent_launch(
+def agent_request(
     campaign: Campaign,
     cell: Cell,
-    agent: AgentSpec,
-    task: TaskSpec,
     job: JobDir,
-    prompt: str,
-    host_env: Mapping[str, str],
+    variables: AgentVariables,
     gpus: list[str],
-    hf_home: Path | None = None,
-    hf_read_only: bool = False,
+    hf_view: tuple[Path | None, bool] = (None, False),
     command: list[str] | None = None,
     extra_env: Mapping[str, str] | None = None,
-) -> Launch:
-    variables, names = agent_variables(campaign, cell, agent, task, prompt)
-    variables.update(extra_env or {})
+) -> LaunchRequest:
+    """The agent's launch request: solve.sh (or ``command``, e.g. the preflight) in
+    HOME/task, with the cell's variables (and ``extra_env``, e.g. a resume's), GPUs and model."""
     model = campaign.models[cell.model]
-    binds = [Bind(Path(variables["MODEL_TO_TRAIN"]), variables["MODEL_TO_TRAIN"], True)] if model.path else []
-    return Sandbox(campaign.config["site"], host_env).launch(
+    source = variables.values["MODEL_TO_TRAIN"]
+    return LaunchRequest(
         role="agent",
         command=command or ["bash", "../solve.sh"],  # relative to HOME/task in every runtime
         job_home=job.home,
         job_tmp=job.tmp,
         workdir="task",
-        env=variables,
-        pass_names=names,
+        env={**variables.values, **(extra_env or {})},
+        pass_names=variables.pass_names,
         gpus=gpus,
-        binds=binds,
-        hf_home_host=hf_home,
-        hf_read_only=hf_read_only,
+        binds=[Bind(Path(source), source, True)] if model.path else [],
+        hf_home_host=hf_view[0],
+        hf_read_only=hf_view[1],
     )
 
 
@@ -266,6 +233,68 @@ def resume_message(left_s: float) -> str:
     )
 
 
+@dataclass(frozen=True)
+class SolveRun:
+    """What ``_prepare`` settled for one cell's solve; the later steps only read it."""
+
+    campaign: Campaign
+    cell: Cell
+    agent: AgentSpec
+    task: TaskSpec
+    job: JobDir
+    host_env: Mapping[str, str]
+    gpu_set: GpuSet
+    nvml: Any
+    variables: AgentVariables
+    cell_dir: Path
+    #: when the agent's clock started, and its budget and hard limit from then
+    started: float
+    budget_s: float
+    limit_s: float
+
+    @property
+    def gpus(self) -> list[str]:
+        return self.gpu_set.sandbox_ids()
+
+    @property
+    def trace(self) -> Path:
+        return self.job.harness / "solve_out.txt"
+
+    def launch(
+        self,
+        hf_view: tuple[Path | None, bool],
+        command: list[str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> Launch:
+        request = agent_request(
+            self.campaign, self.cell, self.job, self.variables, self.gpus, hf_view, command, extra_env
+        )
+        return Sandbox(self.campaign.settings.site.runtime, self.host_env).launch(request)
+
+    def run_agent(self, launch: Launch, budget_s: float, *, append: bool = False) -> ProcessResult:
+        """One turn of the agent, to its trace, while the GPU monitor samples its cards."""
+        site, solve = self.campaign.settings.site, self.campaign.settings.solve
+        monitor = GpuMonitor.for_cell(
+            self.nvml, self.gpu_set.gpus, self.cell_dir, "solve", site.gpu.monitor_interval_seconds
+        )
+        with monitor:
+            return launch.run(
+                self.trace,
+                budget_s=budget_s,
+                kill_grace_s=float(solve.kill_grace_seconds),
+                append=append,
+            )
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What the agent left, once moved into the cell dir."""
+
+    present: bool
+    files: int
+    bytes: int
+
+
 def run_solve(
     campaign: Campaign,
     cell: Cell,
@@ -275,172 +304,196 @@ def run_solve(
     final_model: Path,
     host_env: Mapping[str, str] | None = None,
 ) -> dict:
-    """Run one cell's agent and write its outputs. Returns the solve record."""
+    """Run one cell's agent and write its outputs: prepare -> launch -> deliver -> record.
+    Returns the solve record."""
     host_env = dict(os.environ if host_env is None else host_env)
-    site = campaign.config["site"]
-    solve_cfg = campaign.config["solve"]
-    agent = load_agent(campaign.agent_dir(cell.agent))
-    task = load_task(campaign.task_dir(cell.task))
-    tmp_root = Path(site["tmp_root"] or tempfile.gettempdir())
-    check_scratch(tmp_root, site["min_tmp_free_gb"])
-
-    model_source = campaign.model_source(cell.model)
+    site = campaign.settings.site
+    problem = site.scratch_problem()
+    if problem:
+        raise HarnessError(f"site.tmp_root: {problem}")
     nvml = load_nvml()
-    held = contextlib.ExitStack()  # the job's GPUs (leased on machines without a scheduler)
-    assignment = GpuAssignment(site.get("gpu_ids"), site.get("gpu_pool"), site.get("gpu_lock_dir"))
-    gpu_set = held.enter_context(job_gpu_set(cell.num_gpus, assignment, host_env, nvml))
-    gpus = gpu_set.sandbox_ids()
-    gpu_info = ", ".join(f"{g.name} {g.uuid}" for g in gpu_set.gpus) or ", ".join(gpus) or "no GPU"
-    prompt = render_prompt(campaign, cell, task, model_source, gpu_info)
-    cell_dir = solve_json.parent
-    (cell_dir / "preflight.json").unlink(missing_ok=True)
-    job = prepare_job_dir(tmp_root, cell, agent, task, prompt)
-    log.info("job dir %s", job.root)
-    try:
-        _variables, names = agent_variables(campaign, cell, agent, task, prompt)
-        passed = [n for n in names if n in host_env]
-        missing = [n for n in names if n not in host_env]
-        if missing:
-            log.warning("variables not set in the launching environment, not passed: %s", ", ".join(missing))
-        budget_s = cell.budget_seconds
-        limit_s = budget_s + 60 * float(solve_cfg["timeout_margin_minutes"])
-        started = time.time()
-        deadline = started + budget_s
-        (job.home / "timer.sh").write_text(_TIMER.format(deadline=int(deadline), deadline_iso=iso_utc(deadline)))
-        trace_tmp = job.harness / "solve_out.txt"
-        with hf_cache_view(site, job.root) as (hf_home, hf_ro):
-            if cell.num_gpus:
-                ok, reason = run_preflight(
-                    campaign,
-                    cell,
-                    gpu_set,
-                    lambda cmd: agent_launch(
-                        campaign, cell, agent, task, job, prompt, host_env, gpus, hf_home, hf_ro, command=cmd
-                    ),
-                    job.harness / "preflight.log",
-                )
-                atomic_write_json(
-                    cell_dir / "preflight.json",
-                    {"status": "ok" if ok else "failed", "reason": reason, "gpus": gpus, "host": socket.gethostname()},
-                )
-                if not ok:
-                    # an infrastructure failure: the job fails (nothing of the cell is lost,
-                    # the agent never started) so a rerun or a scheduler retry tries again
-                    raise HarnessError(f"CUDA preflight failed, agent not started: {reason}")
-                log.info("CUDA preflight: %s", reason)
-            launch = agent_launch(campaign, cell, agent, task, job, prompt, host_env, gpus, hf_home, hf_ro)
-            log.info(
-                "agent %s starts (runtime %s): budget %.0f s, stopped at %.0f s",
-                cell.agent,
-                site["runtime"],
-                budget_s,
-                limit_s,
-            )
-            with GpuMonitor.for_cell(nvml, gpu_set.gpus, cell_dir, "solve", site):
-                result = run_budgeted(
-                    launch.argv,
-                    env=launch.env,
-                    cwd=launch.cwd,
-                    output=trace_tmp,
-                    budget_s=limit_s,
-                    kill_grace_s=float(solve_cfg["kill_grace_seconds"]),
-                )
-            entry = campaign.agent_entries.get(cell.agent)
-            resumes: list[dict] = []
-            min_left_s = 60 * float(solve_cfg["reprompt_min_minutes"])
-            while entry is not None and entry.reprompt and should_resume(result, deadline - time.time(), min_left_s):
-                left = deadline - time.time()
-                message = resume_message(left)
-                log.info("agent ended with %.0f s left: resume %d of its session", left, len(resumes) + 1)
-                with open(trace_tmp, "ab") as f:  # a marker between the turns, in the trace
-                    f.write(f"[{utc_stamp()}] ptb-harness: resume {len(resumes) + 1}: {message}\n".encode())
-                launch = agent_launch(
-                    campaign, cell, agent, task, job, prompt, host_env, gpus, hf_home, hf_ro,
-                    extra_env={"PTB_RESUME": str(len(resumes) + 1), "PTB_RESUME_MESSAGE": message},
-                )  # fmt: skip
-                with GpuMonitor.for_cell(nvml, gpu_set.gpus, cell_dir, "solve", site):
-                    turn = run_budgeted(
-                        launch.argv,
-                        env=launch.env,
-                        cwd=launch.cwd,
-                        output=trace_tmp,
-                        budget_s=max(0.0, started + limit_s - time.time()),
-                        kill_grace_s=float(solve_cfg["kill_grace_seconds"]),
-                        append=True,
-                    )
-                resumes.append(
-                    {
-                        "started_at": iso_utc(turn.started_at),
-                        "time_left_s": round(left, 1),
-                        "message": message,
-                        "status": turn.status,
-                        "exit_code": turn.exit_code,
-                        "duration_s": round(turn.duration_s, 3),
-                    }
-                )
-                result = ProcessResult(turn.status, turn.exit_code, turn.signal, result.started_at, turn.ended_at)
-        log.info("agent %s after %.1f s", describe(result), result.duration_s)
-
-        produced = job.task / "final_model"
-        present = produced.is_dir() or produced.is_symlink()  # before the move below takes it away
-        final_model.parent.mkdir(parents=True, exist_ok=True)
-        if produced.is_dir():
-            _move_tree(produced, final_model)
-        else:
-            log.warning("agent left no final_model/ directory")
-            if final_model.exists():
-                shutil.rmtree(final_model)
-            final_model.mkdir()
-        n_files, n_bytes = _count_files(final_model)
-        _move_tree_file(trace_tmp, raw_trace)
-
-        record = {
-            "cell": cell.wildcards,
-            "status": result.status,
-            "exit_code": result.exit_code,
-            "signal": result.signal,
-            "description": describe(result),
-            "started_at": iso_utc(result.started_at),
-            "ended_at": iso_utc(result.ended_at),
-            "duration_s": round(result.duration_s, 3),
-            "budget_s": budget_s,
-            "resumes": resumes,
-            "time_limit_s": limit_s,
-            "host": socket.gethostname(),
-            "scheduler": scheduler_job(host_env),
-            "final_model_present": present,
-            "final_model_files": n_files,
-            "final_model_bytes": n_bytes,
-            "model_to_train": model_source,
-            "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in gpu_set.gpus],
-            "gpu_source": gpu_set.request.source if cell.num_gpus else None,
-            "env_passed": sorted(passed),
-            "sandbox_env_names": launch.visible_names,
-            "env_missing": sorted(missing),
-            "solve_sh_sha256": _sha256(agent.solve_sh),
-            "harness": {"version": __version__, "runtime": site["runtime"], "site": site["name"], **provenance()},
-        }
-        atomic_write_json(solve_json, record)
-    except BaseException:
-        log.error("harness failed; job dir kept for inspection: %s", job.root)
-        raise
-    finally:
-        held.close()
-    _keep_agent_files(campaign, job, task, cell_dir, names, host_env)
-    if not site["keep_job_dir"]:
-        shutil.rmtree(job.root, ignore_errors=True)
+    # the job's GPUs (leased on machines without a scheduler), held until the record is written
+    with job_gpu_set(cell.num_gpus, site.gpu.assignment, host_env, nvml) as gpu_set:
+        run = _prepare(campaign, cell, host_env, gpu_set, nvml, solve_json.parent)
+        try:
+            result, launch, resumes = _launch(run)
+            delivered = _deliver(run, final_model, raw_trace)
+            record = _record(run, result, launch, resumes, delivered)
+            atomic_write_json(solve_json, record)
+        except BaseException:
+            log.error("harness failed; job dir kept for inspection: %s", run.job.root)
+            raise
+    _keep_agent_files(run)
+    if not site.keep_job_dir:
+        shutil.rmtree(run.job.root, ignore_errors=True)
     return record
 
 
-def _keep_agent_files(
-    campaign: Campaign, job: JobDir, task: TaskSpec, cell_dir: Path, names: list[str], host_env: Mapping[str, str]
-) -> None:
+def _prepare(
+    campaign: Campaign, cell: Cell, host_env: Mapping[str, str], gpu_set: GpuSet, nvml: Any, cell_dir: Path
+) -> SolveRun:
+    """The job dir with everything the agent may see, its variables, and its deadline."""
+    agent, task = campaign.agent(cell.agent), campaign.task(cell.task)
+    gpus = gpu_set.sandbox_ids()
+    gpu_info = ", ".join(f"{g.name} {g.uuid}" for g in gpu_set.gpus) or ", ".join(gpus) or "no GPU"
+    prompt = render_prompt(campaign, cell, task, campaign.model_source(cell.model), gpu_info)
+    (cell_dir / "preflight.json").unlink(missing_ok=True)
+    job = prepare_job_dir(campaign.settings.site.tmp_root, cell, agent, task, prompt)
+    log.info("job dir %s", job.root)
+    variables = agent_variables(campaign, cell, agent, task, prompt)
+    missing = variables.missing(host_env)
+    if missing:
+        log.warning("variables not set in the launching environment, not passed: %s", ", ".join(missing))
+    budget_s = cell.budget_seconds
+    started = time.time()
+    deadline = started + budget_s
+    (job.home / "timer.sh").write_text(_TIMER.format(deadline=int(deadline), deadline_iso=iso_utc(deadline)))
+    limit_s = campaign.settings.solve.time_limit_s(budget_s)
+    return SolveRun(
+        campaign, cell, agent, task, job, host_env, gpu_set, nvml, variables, cell_dir, started, budget_s, limit_s
+    )
+
+
+def _launch(run: SolveRun) -> tuple[ProcessResult, Launch, list[dict]]:
+    """The CUDA preflight (cells with GPUs), then the agent under its time limit, resumed
+    while its entry asks for it and time is left. Returns how it ended (over all turns),
+    its first launch and the resumes."""
+    site = run.campaign.settings.site
+    with hf_cache_view(site.hf_cache, run.job.root) as hf_view:
+        if run.cell.num_gpus:
+            _preflight(run, hf_view)
+        launch = run.launch(hf_view)
+        log.info(
+            "agent %s starts (runtime %s): budget %.0f s, stopped at %.0f s",
+            run.cell.agent,
+            site.runtime.runtime,
+            run.budget_s,
+            run.limit_s,
+        )
+        result = run.run_agent(launch, run.limit_s)
+        result, resumes = _resume(run, hf_view, result)
+    log.info("agent %s after %.1f s", describe(result), result.duration_s)
+    return result, launch, resumes
+
+
+def _resume(
+    run: SolveRun, hf_view: tuple[Path | None, bool], result: ProcessResult
+) -> tuple[ProcessResult, list[dict]]:
+    """Reprompt: while the entry asks for it and the CLI ended early and well, resume its
+    session with the time left. Returns how the last turn ended (from the first's start)."""
+    entry = run.campaign.agent_entries.get(run.cell.agent)
+    resumes: list[dict] = []
+    deadline = run.started + run.budget_s
+    min_left_s = 60 * float(run.campaign.settings.solve.reprompt_min_minutes)
+    while entry is not None and entry.reprompt and should_resume(result, deadline - time.time(), min_left_s):
+        left = deadline - time.time()
+        message = resume_message(left)
+        log.info("agent ended with %.0f s left: resume %d of its session", left, len(resumes) + 1)
+        with open(run.trace, "ab") as f:  # a marker between the turns, in the trace
+            f.write(f"[{utc_stamp()}] ptb-harness: resume {len(resumes) + 1}: {message}\n".encode())
+        resume_env = {"PTB_RESUME": str(len(resumes) + 1), "PTB_RESUME_MESSAGE": message}
+        # a resumed turn is stopped at the first turn's hard limit
+        left_to_limit = max(0.0, run.started + run.limit_s - time.time())
+        turn = run.run_agent(run.launch(hf_view, extra_env=resume_env), left_to_limit, append=True)
+        resumes.append(
+            {
+                "started_at": iso_utc(turn.started_at),
+                "time_left_s": round(left, 1),
+                "message": message,
+                "status": turn.status,
+                "exit_code": turn.exit_code,
+                "duration_s": round(turn.duration_s, 3),
+            }
+        )
+        result = ProcessResult(turn.status, turn.exit_code, turn.signal, result.started_at, turn.ended_at)
+    return result, resumes
+
+
+def _preflight(run: SolveRun, hf_view: tuple[Path | None, bool]) -> None:
+    """Check the cell's GPUs in the agent's own sandbox; preflight.json says how it went.
+    A failure is the infrastructure's: the job fails (nothing of the cell is lost, the
+    agent never started) so a rerun or a scheduler retry tries again."""
+    ok, reason = _preflight_verdict(run, hf_view)
+    atomic_write_json(
+        run.cell_dir / "preflight.json",
+        {"status": "ok" if ok else "failed", "reason": reason, "gpus": run.gpus, "host": socket.gethostname()},
+    )
+    if not ok:
+        raise HarnessError(f"CUDA preflight failed, agent not started: {reason}")
+    log.info("CUDA preflight: %s", reason)
+
+
+def _preflight_verdict(run: SolveRun, hf_view: tuple[Path | None, bool]) -> tuple[bool, str]:
+    gpu_set, cell = run.gpu_set, run.cell
+    ids = gpu_set.sandbox_ids()
+    if not gpu_set.driver:
+        return False, "no NVIDIA driver on this machine"
+    if gpu_set.request.known and len(ids) != cell.num_gpus:
+        return False, f"the job was given {len(ids)} GPU(s) by {gpu_set.request.source}, the cell needs {cell.num_gpus}"
+    log_path = run.job.harness / "preflight.log"
+    timeout_s = run.campaign.settings.site.gpu.preflight_timeout_seconds
+    result = run.launch(hf_view, preflight_command(cell.num_gpus)).run(log_path, budget_s=timeout_s, kill_grace_s=5)
+    if result.status == "timeout":
+        return False, "preflight did not finish in time"
+    return verdict(log_path.read_text(errors="replace"))
+
+
+def _deliver(run: SolveRun, final_model: Path, raw_trace: Path) -> Delivered:
+    """Move the agent's final_model/ (an empty one when it left none) and its trace into the cell dir."""
+    produced = run.job.task / "final_model"
+    present = produced.is_dir() or produced.is_symlink()  # before the move below takes it away
+    final_model.parent.mkdir(parents=True, exist_ok=True)
+    if produced.is_dir():
+        _move_tree(produced, final_model)
+    else:
+        log.warning("agent left no final_model/ directory")
+        if final_model.exists():
+            shutil.rmtree(final_model)
+        final_model.mkdir()
+    n_files, n_bytes = _count_files(final_model)
+    _move_tree_file(run.job.harness / "solve_out.txt", raw_trace)
+    return Delivered(present, n_files, n_bytes)
+
+
+def _record(run: SolveRun, result: ProcessResult, launch: Launch, resumes: list[dict], delivered: Delivered) -> dict:
+    """solve.json: how the agent ended, what it left, and what ran it."""
+    cell, site = run.cell, run.campaign.settings.site
+    return {
+        "cell": cell.wildcards,
+        "status": result.status,
+        "exit_code": result.exit_code,
+        "signal": result.signal,
+        "description": describe(result),
+        "started_at": iso_utc(result.started_at),
+        "ended_at": iso_utc(result.ended_at),
+        "duration_s": round(result.duration_s, 3),
+        "budget_s": run.budget_s,
+        "resumes": resumes,
+        "time_limit_s": run.limit_s,
+        "host": socket.gethostname(),
+        "scheduler": scheduler_job(run.host_env),
+        "final_model_present": delivered.present,
+        "final_model_files": delivered.files,
+        "final_model_bytes": delivered.bytes,
+        "model_to_train": run.variables.values["MODEL_TO_TRAIN"],
+        "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in run.gpu_set.gpus],
+        "gpu_source": run.gpu_set.request.source if cell.num_gpus else None,
+        "env_passed": sorted(run.variables.passed(run.host_env)),
+        "sandbox_env_names": launch.visible_names,
+        "env_missing": sorted(run.variables.missing(run.host_env)),
+        "solve_sh_sha256": _sha256(run.agent.solve_sh),
+        "harness": {"version": __version__, "runtime": site.runtime.runtime, "site": site.name, **provenance()},
+    }
+
+
+def _keep_agent_files(run: SolveRun) -> None:
     """The agent's files (no weights), sanitized, beside the cell for the judge. A record,
     never a reason to fail the solve: the judge says when they are missing."""
+    settings = run.campaign.settings
     try:
-        secrets = secrets_from_env([*names, *grader_key_names(campaign.config)], host_env)
-        max_bytes = int(float(campaign.config["site"]["agent_files_max_mb"]) * 1e6)
-        kept = save_agent_files(job.home, task.dir, cell_dir, Redactor(secrets), max_bytes)
+        secrets = secrets_from_env([*run.variables.pass_names, *settings.grader_key_names], run.host_env)
+        max_bytes = settings.site.agent_files_max_bytes
+        kept = save_agent_files(run.job.home, run.task.dir, run.cell_dir, Redactor(secrets), max_bytes)
         log.info(
             "agent files kept: %d (%d bytes), %d left out", len(kept["saved"]), kept["bytes"], len(kept["skipped"])
         )
