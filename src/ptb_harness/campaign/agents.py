@@ -54,48 +54,58 @@ def parse_agent_entries(
     entries: list[AgentEntry] = []
     seen: dict[str, int] = {}
     for i, item in enumerate(items):
-        where = f"agents[{i}]"
-        if isinstance(item, str):
-            item = {"name": item}
-        if not isinstance(item, dict):
-            raise ConfigError(f"{where}: {item!r} must be an agent name or a mapping {{name, dir, model, env, ...}}")
-        unknown = sorted(set(item) - set(_ENTRY_KEYS))
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(_ENTRY_KEYS)})")
-        if "name" not in item and "dir" not in item:
-            raise ConfigError(f"{where}: give `name` (and `dir` when the name is not the agent directory)")
-        name = check_name(item.get("name", item.get("dir")), f"{where}.name")
-        directory = check_name(item.get("dir", name), f"{where}.dir")
-        if name in seen:
-            raise ConfigError(f"{where}.name: duplicate agent {name!r} (also agents[{seen[name]}])")
-        seen[name] = i
-        model = item.get("model")
-        if model is not None and name in agent_config:
-            raise ConfigError(f"{where}.model: also given as agent_config.{name}; give it once")
-        model = agent_config.get(name, "") if model is None else model
-        if not isinstance(model, str):
-            raise ConfigError(f"{where}.model: {model!r} is not a string")
-        env = item.get("env") or {}
-        if not isinstance(env, dict):
-            raise ConfigError(f"{where}.env: must be a mapping of variable names to strings")
-        for key, value in env.items():
-            if not isinstance(key, str) or not _ENV_NAME.match(key):
-                raise ConfigError(f"{where}.env: {key!r} is not an environment variable name")
-            if _SECRET_NAME.search(key):
-                raise ConfigError(
-                    f"{where}.env.{key}: names a secret; secrets reach an agent only by name "
-                    "(its api_keys.json or env_passthrough.txt), never as a value in the campaign"
-                )
-            if key in HARNESS_VARIABLES:
-                raise ConfigError(f"{where}.env.{key}: set by the harness, not by a campaign")
-            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-                raise ConfigError(f"{where}.env.{key}: {value!r} is not a string")
-        reprompt = item.get("reprompt", False)
-        if not isinstance(reprompt, bool):
-            raise ConfigError(f"{where}.reprompt: {reprompt!r} is not true or false")
-        pairs = tuple((k, str(v)) for k, v in env.items())
-        entries.append(AgentEntry(name, directory, model, pairs, reprompt))
+        entries.append(_agent_entry(item, i, seen, agent_config, check_name))
     return entries
+
+
+def _agent_entry(
+    item: Any, i: int, seen: dict[str, int], agent_config: Mapping[str, Any], check_name: Callable[[Any, str], str]
+) -> AgentEntry:
+    """agents[i]; ``seen``: the names of the items before it (this one's is added)."""
+    where = f"agents[{i}]"
+    if isinstance(item, str):
+        item = {"name": item}
+    if not isinstance(item, dict):
+        raise ConfigError(f"{where}: {item!r} must be an agent name or a mapping {{name, dir, model, env, ...}}")
+    unknown = sorted(set(item) - set(_ENTRY_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(_ENTRY_KEYS)})")
+    if "name" not in item and "dir" not in item:
+        raise ConfigError(f"{where}: give `name` (and `dir` when the name is not the agent directory)")
+    name = check_name(item.get("name", item.get("dir")), f"{where}.name")
+    directory = check_name(item.get("dir", name), f"{where}.dir")
+    if name in seen:
+        raise ConfigError(f"{where}.name: duplicate agent {name!r} (also agents[{seen[name]}])")
+    seen[name] = i
+    model = item.get("model")
+    if model is not None and name in agent_config:
+        raise ConfigError(f"{where}.model: also given as agent_config.{name}; give it once")
+    model = agent_config.get(name, "") if model is None else model
+    if not isinstance(model, str):
+        raise ConfigError(f"{where}.model: {model!r} is not a string")
+    reprompt = item.get("reprompt", False)
+    if not isinstance(reprompt, bool):
+        raise ConfigError(f"{where}.reprompt: {reprompt!r} is not true or false")
+    return AgentEntry(name, directory, model, _entry_env(item.get("env") or {}, where), reprompt)
+
+
+def _entry_env(env: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """An entry's `env`: non-secret settings that cannot replace the harness's variables."""
+    if not isinstance(env, dict):
+        raise ConfigError(f"{where}.env: must be a mapping of variable names to strings")
+    for key, value in env.items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            raise ConfigError(f"{where}.env: {key!r} is not an environment variable name")
+        if _SECRET_NAME.search(key):
+            raise ConfigError(
+                f"{where}.env.{key}: names a secret; secrets reach an agent only by name "
+                "(its api_keys.json or env_passthrough.txt), never as a value in the campaign"
+            )
+        if key in HARNESS_VARIABLES:
+            raise ConfigError(f"{where}.env.{key}: set by the harness, not by a campaign")
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{where}.env.{key}: {value!r} is not a string")
+    return tuple((k, str(v)) for k, v in env.items())
 
 
 def check_env_names(names: object, where: str) -> list[str]:

@@ -423,15 +423,21 @@ def _check_leaderboard(campaign: Campaign) -> None:
         if not sum(board.weights.values()) > 0:
             raise ConfigError("leaderboard.weights: the weights sum to 0")
     if board.weighting == "inverse_gap":
-        for task in tasks:
-            missing = [m for m in campaign.models if m not in (board.instruct_scores.get(task) or {})]
-            if missing:
-                raise ConfigError(
-                    f"leaderboard.instruct_scores.{task}: no score for model(s) {', '.join(missing)} "
-                    "(weighting inverse_gap needs every task and model)"
-                )
-        if board.base_agent not in campaign.agent_entries:
+        _check_inverse_gap(campaign)
+
+
+def _check_inverse_gap(campaign: Campaign) -> None:
+    """inverse_gap needs every task's and model's instruct score, and the base agent's cells."""
+    board = campaign.settings.leaderboard
+    for task in campaign.tasks:
+        missing = [m for m in campaign.models if m not in (board.instruct_scores.get(task) or {})]
+        if missing:
             raise ConfigError(
-                f"leaderboard.base_agent: {board.base_agent!r} is not an agent of this campaign "
-                "(weighting inverse_gap needs the base models' scores)"
+                f"leaderboard.instruct_scores.{task}: no score for model(s) {', '.join(missing)} "
+                "(weighting inverse_gap needs every task and model)"
             )
+    if board.base_agent not in campaign.agent_entries:
+        raise ConfigError(
+            f"leaderboard.base_agent: {board.base_agent!r} is not an agent of this campaign "
+            "(weighting inverse_gap needs the base models' scores)"
+        )

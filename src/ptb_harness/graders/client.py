@@ -262,7 +262,11 @@ class GraderClient:
         except (ValueError, KeyError, IndexError, TypeError) as e:
             self._count(malformed=1)
             raise _Retry(f"malformed answer ({type(e).__name__}: {str(e)[:80]}): {response.text[:120]!r}") from None
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        self._add_usage(data.get("usage") if isinstance(data.get("usage"), dict) else {})
+        return content
+
+    def _add_usage(self, usage: dict[str, Any]) -> None:
+        """Add an answer's token counts and reported cost (where they are numbers) to the totals."""
         with self._lock:
             for ours, theirs in (("prompt_tokens", "prompt_tokens"), ("completion_tokens", "completion_tokens")):
                 v = usage.get(theirs)
@@ -271,7 +275,6 @@ class GraderClient:
             cost = usage.get("cost")
             if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
                 self._usage.reported_cost_usd += float(cost)
-        return content
 
     def chat(self, messages: list[dict[str, str]], *, max_tokens: int | None = None, **extra: Any) -> str:
         """The model's answer text; retried as the endpoint says. Raises GraderUnavailable."""

@@ -123,6 +123,26 @@ def grade(
     met_of: dict[str, list[bool]] = {}
     for (ex, _k), met in zip(jobs, verdicts, strict=True):
         met_of.setdefault(ex.uid, []).append(met)
+    scores, by_theme, by_axis = _scores(examples, met_of)
+    if not scores:
+        raise GraderUnavailable("no example has a rubric with positive points: nothing to score")
+    accuracy, stderr = _clipped_mean(list(scores.values()))
+    return {
+        "accuracy": accuracy,
+        "stderr": stderr,
+        "n_examples": len(scores),
+        "total_grader_calls": client.usage()["requests"],
+        "by_theme": {t: _clipped_mean(v)[0] for t, v in sorted(by_theme.items())},
+        "by_axis": {t: _clipped_mean(v)[0] for t, v in sorted(by_axis.items())},
+        "rubric_items": len(jobs),
+    }
+
+
+def _scores(
+    examples: Sequence[Example], met_of: Mapping[str, list[bool]]
+) -> tuple[dict[str, float], dict[str, list[float]], dict[str, list[float]]]:
+    """Each example's score, and the scores by theme (the example's tags) and by axis
+    (the rubric items' tags)."""
     scores: dict[str, float] = {}
     by_theme: dict[str, list[float]] = {}
     by_axis: dict[str, list[float]] = {}
@@ -138,15 +158,4 @@ def grade(
             sub = example_score([ex.rubrics[k] for k in idx], [met_of[ex.uid][k] for k in idx])
             if sub is not None:
                 by_axis.setdefault(tag, []).append(sub)
-    if not scores:
-        raise GraderUnavailable("no example has a rubric with positive points: nothing to score")
-    accuracy, stderr = _clipped_mean(list(scores.values()))
-    return {
-        "accuracy": accuracy,
-        "stderr": stderr,
-        "n_examples": len(scores),
-        "total_grader_calls": client.usage()["requests"],
-        "by_theme": {t: _clipped_mean(v)[0] for t, v in sorted(by_theme.items())},
-        "by_axis": {t: _clipped_mean(v)[0] for t, v in sorted(by_axis.items())},
-        "rubric_items": len(jobs),
-    }
+    return scores, by_theme, by_axis
