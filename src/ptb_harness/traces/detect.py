@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-FORMATS = ("claude", "codex", "codex_legacy", "gemini", "gemini_json", "opencode", "cursor", "plain")
+FORMATS = ("claude", "qwen", "codex", "codex_legacy", "gemini", "gemini_json", "opencode", "cursor", "plain")
 
 _CLAUDE_TYPES = {"system", "assistant", "user", "result", "stream_event", "rate_limit_event"}
 _GEMINI_TYPES = {"init", "message", "tool_use", "tool_result", "error", "result"}
@@ -78,12 +78,48 @@ def _claude(obj: dict[str, Any], t: Any) -> dict[str, int]:
     return {"claude": 2} if t in ("stream_event", "rate_limit_event") else {}
 
 
+def _qwen_marker(obj: dict[str, Any], t: Any) -> int:
+    """Qwen Code stream-json is Claude Code's shapes; its own marks: its version in the
+    init event, token totals (total_tokens) in assistant usage and in a result that
+    states no cost."""
+    if t == "system" and "qwen_code_version" in obj:
+        return 10
+    if t == "assistant" and isinstance(obj.get("message"), dict):
+        usage = obj["message"].get("usage")
+    elif t == "result" and "total_cost_usd" not in obj:
+        usage = obj.get("usage")
+    else:
+        return 0
+    return 3 if isinstance(usage, dict) and "total_tokens" in usage else 0
+
+
+def _claude_marker(obj: dict[str, Any], t: Any) -> bool:
+    """Claude Code's own marks: its version, Anthropic message ids, the stated cost."""
+    message = obj.get("message")
+    return (
+        "claude_code_version" in obj
+        or (isinstance(message, dict) and str(message.get("id", "")).startswith("msg_"))
+        or "total_cost_usd" in obj
+        or t == "rate_limit_event"
+    )
+
+
+def _claude_or_qwen(obj: dict[str, Any], t: Any) -> dict[str, int]:
+    qwen = _qwen_marker(obj, t)
+    if qwen:
+        return {"qwen": qwen}
+    v = _claude(obj, t)
+    if v and not _claude_marker(obj, t):
+        v["qwen"] = 1  # a shape both write: Qwen Code's too (less, so Claude wins a tie)
+    return v
+
+
 def votes(obj: dict[str, Any]) -> dict[str, int]:
     """The votes of one decoded JSON line."""
     t = obj.get("type")
     v = {**_codex(obj, t), **_cursor(obj, t), **_opencode(obj, t), **_gemini(obj, t)}
     if "cursor" not in v and "gemini" not in v:
-        v.update(_claude(obj, t))
+        v.update(_claude_or_qwen(obj, t))
     return v
 
 

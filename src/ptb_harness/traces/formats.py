@@ -131,18 +131,8 @@ class Claude(Renderer):
         if t == "result":
             if isinstance(obj.get("total_cost_usd"), (int, float)):
                 self.cost_usd = float(obj["total_cost_usd"])
-            # one result per session (a resume writes another): its totals add up;
-            # Anthropic's input_tokens leaves out the cache reads and writes
-            u = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
-            if _number_in(u, "input_tokens"):
-                self.tally.add(
-                    "input_tokens",
-                    u.get("input_tokens"),
-                    u.get("cache_read_input_tokens"),
-                    u.get("cache_creation_input_tokens"),
-                )
-                self.tally.add("cached_tokens", u.get("cache_read_input_tokens", 0))
-            self.tally.add("output_tokens", u.get("output_tokens"))
+            # one result per session (a resume writes another): its totals add up
+            self._tally_tokens(obj.get("usage") if isinstance(obj.get("usage"), dict) else {})
             self.tally.add("cost_usd", obj.get("total_cost_usd"))
             self.tally.add("turns", obj.get("num_turns"))
             kind = "ERROR" if obj.get("is_error") else "RESULT"
@@ -151,6 +141,14 @@ class Claude(Renderer):
                 [f"RESULT: {cut(obj['result'], TOOL_OUTPUT_LIMIT)}"] if obj.get("result") else []
             )
         return []  # stream_event / rate_limit_event: counted, not shown
+
+    def _tally_tokens(self, u: dict[str, Any]) -> None:
+        """A result's token totals; Anthropic's input_tokens leaves out the cache reads and writes."""
+        if _number_in(u, "input_tokens"):
+            cache = (u.get("cache_read_input_tokens"), u.get("cache_creation_input_tokens"))
+            self.tally.add("input_tokens", u.get("input_tokens"), *cache)
+            self.tally.add("cached_tokens", u.get("cache_read_input_tokens", 0))
+        self.tally.add("output_tokens", u.get("output_tokens"))
 
     def _block(self, block: Any, role: str) -> list[str]:
         if not isinstance(block, dict):
@@ -169,6 +167,25 @@ class Claude(Renderer):
             err = " ERROR" if block.get("is_error") else ""
             return [tool_result(block.get("tool_use_id"), content, err)]
         return []
+
+
+class Qwen(Claude):
+    """Qwen Code stream-json: Claude Code's event shapes (system/init, assistant, user,
+    result) with its own version key; over an OpenAI-compatible API its input_tokens
+    already include the cached ones, and it states no cost."""
+
+    name = "qwen"
+
+    def render(self, obj: dict[str, Any]) -> list[str]:
+        if obj.get("type") == "system":
+            self.fact("cli_version", obj.get("qwen_code_version"))
+        return super().render(obj)
+
+    def _tally_tokens(self, u: dict[str, Any]) -> None:
+        self.tally.add("input_tokens", u.get("input_tokens"))
+        if _number_in(u, "input_tokens"):
+            self.tally.add("cached_tokens", u.get("cache_read_input_tokens", 0))
+        self.tally.add("output_tokens", u.get("output_tokens"))
 
 
 #: Codex items that are tool calls (each counted once, when it completes)
@@ -294,19 +311,27 @@ class Gemini(Renderer):
     name = "gemini"
     types = frozenset({"init", "message", "tool_use", "tool_result", "error", "result"})
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: the last event was the model's (text or a tool call): a new turn starts otherwise
+        self._in_model_turn = False
+
     def render(self, obj: dict[str, Any]) -> list[str]:
         t = obj.get("type")
         self.events[t] += 1
+        self._count_turn(t, obj)
         if t == "message" and obj.get("delta"):
             return self.hold("ASSISTANT" if obj.get("role") == "assistant" else "USER", str(obj.get("content", "")))
         out = self.flush()
         if t == "init":
             self.fact("model", obj.get("model"))
+            self.tally.add("sessions", 1)
             return out + [f"SYSTEM: init, model {obj.get('model', '?')}"]
         if t == "message":
             role = "ASSISTANT" if obj.get("role") == "assistant" else "USER"
             return out + [f"{role}: {one_line(obj.get('content', ''))}"]
         if t == "tool_use":
+            self.tally.add("tool_calls", 1)
             return out + [tool_call(obj.get("tool_name"), obj.get("tool_id"), obj.get("parameters"))]
         if t == "tool_result":
             err = "" if obj.get("status") in (None, "success") else f" {obj.get('status')}"
@@ -316,8 +341,20 @@ class Gemini(Renderer):
         if t == "result":
             stats = obj.get("stats") or {}
             self.add_usage(stats, ("input_tokens", "output_tokens", "total_tokens"))
+            # one result per session (a resume writes another); input_tokens include `cached`
+            self.tally.add("input_tokens", stats.get("input_tokens"))
+            self.tally.add("output_tokens", stats.get("output_tokens"))
+            self.tally.add("cached_tokens", stats.get("cached"))
             return out + [f"RESULT: {obj.get('status', '')}, {stats.get('tool_calls', '?')} tool calls"]
         return out
+
+    def _count_turn(self, t: Any, obj: dict[str, Any]) -> None:
+        """Turns: model responses, each a run of assistant text and tool calls (the
+        stream has no per-request event)."""
+        model_side = t == "tool_use" or (t == "message" and obj.get("role") == "assistant")
+        if model_side and not self._in_model_turn:
+            self.tally.add("turns", 1)
+        self._in_model_turn = model_side
 
 
 class GeminiJson(Renderer):
@@ -339,17 +376,32 @@ class GeminiJson(Renderer):
 
 
 class OpenCode(Renderer):
+    """OpenCode `run --format json`: one step (model request) between step_start and
+    step_finish, which states its tokens and cost. A run ends at a step_finish whose
+    reason is not a tool call; a step after it starts another run (a resume)."""
+
     name = "opencode"
     types = frozenset({"step_start", "text", "tool_use", "step_finish", "error"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._run_ended = True
 
     def render(self, obj: dict[str, Any]) -> list[str]:
         t = obj.get("type")
         self.events[t] += 1
         part = obj.get("part") or {}
+        if t == "step_start":
+            self.tally.add("turns", 1)
+            if self._run_ended:
+                self.tally.add("sessions", 1)
+            self._run_ended = False
+            return []
         if t == "text":
             return [f"ASSISTANT: {one_line(part.get('text', ''))}"]
         if t == "tool_use":
             state = part.get("state") or {}
+            self.tally.add("tool_calls", 1)
             lines = [tool_call(part.get("tool"), part.get("callID"), state.get("input"))]
             if "output" in state or state.get("status") in ("completed", "error"):
                 err = " ERROR" if state.get("status") == "error" else ""
@@ -357,15 +409,28 @@ class OpenCode(Renderer):
                 lines.append(tool_result(part.get("callID"), out, err))
             return lines
         if t == "step_finish":
-            tokens = part.get("tokens") or {}
+            tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
             self.add_usage(tokens, ("input", "output", "reasoning"))
             if isinstance(part.get("cost"), (int, float)):
                 self.cost_usd = (self.cost_usd or 0.0) + float(part["cost"])
+            self._tally_step(tokens, part.get("cost"))
+            self._run_ended = part.get("reason") != "tool-calls"
             return []
         if t == "error":
             err = obj.get("error") or part
             return [f"ERROR: {one_line(err.get('message', err) if isinstance(err, dict) else err)}"]
         return []
+
+    def _tally_step(self, tokens: dict[str, Any], cost: Any) -> None:
+        """OpenCode's input leaves out the cache reads and writes; its output leaves out
+        the reasoning tokens (the provider bills both as output)."""
+        cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+        if _number_in(tokens, "input"):
+            self.tally.add("input_tokens", tokens.get("input"), cache.get("read"), cache.get("write"))
+            self.tally.add("cached_tokens", cache.get("read", 0))
+        if _number_in(tokens, "output"):
+            self.tally.add("output_tokens", tokens.get("output"), tokens.get("reasoning"))
+        self.tally.add("cost_usd", cost)
 
 
 class Cursor(Renderer):
@@ -401,5 +466,5 @@ class Cursor(Renderer):
 
 
 RENDERERS: dict[str, type[Renderer]] = {
-    r.name: r for r in (Claude, Codex, CodexLegacy, Gemini, GeminiJson, OpenCode, Cursor)
+    r.name: r for r in (Claude, Qwen, Codex, CodexLegacy, Gemini, GeminiJson, OpenCode, Cursor)
 }
