@@ -172,20 +172,33 @@ class Claude(Renderer):
 class Qwen(Claude):
     """Qwen Code stream-json: Claude Code's event shapes (system/init, assistant, user,
     result) with its own version key; over an OpenAI-compatible API its input_tokens
-    already include the cached ones, and it states no cost."""
+    already include the cached ones, and it states no cost. A result's usage counts the
+    whole session, so a resumed session (--continue, same session_id) restates the
+    earlier runs' tokens: only its growth is added."""
 
     name = "qwen"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._session: str = ""
+        self._session_tokens: dict[str, dict[str, float]] = {}
 
     def render(self, obj: dict[str, Any]) -> list[str]:
         if obj.get("type") == "system":
             self.fact("cli_version", obj.get("qwen_code_version"))
+        if obj.get("type") == "result":
+            self._session = str(obj.get("session_id", ""))
         return super().render(obj)
 
     def _tally_tokens(self, u: dict[str, Any]) -> None:
-        self.tally.add("input_tokens", u.get("input_tokens"))
+        now = {"input_tokens": u.get("input_tokens"), "output_tokens": u.get("output_tokens")}
         if _number_in(u, "input_tokens"):
-            self.tally.add("cached_tokens", u.get("cache_read_input_tokens", 0))
-        self.tally.add("output_tokens", u.get("output_tokens"))
+            now["cached_tokens"] = u.get("cache_read_input_tokens", 0)
+        before = self._session_tokens.setdefault(self._session, {})
+        for key, value in now.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.tally.add(key, value - before.get(key, 0))
+                before[key] = value
 
 
 #: Codex items that are tool calls (each counted once, when it completes)
