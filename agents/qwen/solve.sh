@@ -4,14 +4,15 @@
 # tool is allowed (--yolo) inside the sandbox, the model is the campaign entry's, spoken
 # to over the OpenAI-compatible Chat Completions API.
 # The key comes by name only (api_keys.json: DASHSCOPE_API_KEY, Alibaba Model Studio) and
-# goes into a file the CLI reads at start ($HOME/.qwen/.env), removed when this script
-# ends; never printed. Endpoint: entry env OPENAI_BASE_URL (default: Model Studio's
-# international OpenAI-compatible endpoint). On a resume (entry `reprompt: true`; the
-# harness sets PTB_RESUME and PTB_RESUME_MESSAGE) the latest session continues.
+# goes into the CLI's settings file ($HOME/.qwen/settings.json, security.auth.apiKey), so
+# neither the CLI's environment nor its tool commands hold it; the file is removed when
+# this script ends; never printed. Endpoint: entry env OPENAI_BASE_URL (default: Model
+# Studio's international OpenAI-compatible endpoint). On a resume (entry `reprompt:
+# true`; the harness sets PTB_RESUME and PTB_RESUME_MESSAGE) the latest session continues.
 set -uo pipefail
 
 conf="$HOME/.qwen"
-key_file="$conf/.env"
+key_file="$conf/settings.json"
 mkdir -p "$conf"
 cli=0
 stop() {
@@ -20,23 +21,31 @@ stop() {
 }
 trap 'rm -f "$key_file"' EXIT
 trap 'stop; exit 143' TERM INT HUP
-# printf is a builtin: the key is in no command line
-(umask 077 && printf "OPENAI_API_KEY='%s'\n" "${DASHSCOPE_API_KEY:-}" >"$key_file")
+key="${DASHSCOPE_API_KEY:-}"
 unset DASHSCOPE_API_KEY OPENAI_API_KEY
+case "$key" in *[\"\\]* | *[[:cntrl:]]*)
+    echo "qwen solve.sh: DASHSCOPE_API_KEY holds a quote, backslash or control character" >&2
+    exit 2
+    ;;
+esac
 export OPENAI_BASE_URL="${OPENAI_BASE_URL:-https://dashscope-intl.aliyuncs.com/compatible-mode/v1}"
 
-# Settings in the job dir's HOME, never the user's: OpenAI-compatible auth, no folder
-# trust check, no usage statistics (else it reports to an Aliyun RUM host), telemetry or
-# update checks; shell commands get 10 minutes unless the model asks for more (default 2).
-cat >"$conf/settings.json" <<'JSON'
-{
-  "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": false}},
+# Settings in the job dir's HOME, never the user's: OpenAI-compatible auth with the key,
+# no folder trust check, no usage statistics (else it reports to an Aliyun RUM host),
+# telemetry or update checks; shell commands get 10 minutes unless the model asks for
+# more (default 2). printf is a builtin: the key is in no command line.
+(umask 077 && printf '%s' '{
+  "security": {
+    "auth": {"selectedType": "openai", "apiKey": "' "$key" '"},
+    "folderTrust": {"enabled": false}
+  },
   "privacy": {"usageStatisticsEnabled": false},
   "telemetry": {"enabled": false},
   "general": {"enableAutoUpdate": false},
   "tools": {"shell": {"defaultTimeoutMs": 600000}}
 }
-JSON
+' >"$key_file")
+unset key
 export QWEN_CODE_SUPPRESS_YOLO_WARNING=1
 
 args=(--yolo --output-format stream-json)

@@ -30,6 +30,9 @@ COPY_MODEL = (
     'cp -r "$MODEL_TO_TRAIN" final_model && ls final_model'
     ' && (printenv K >/dev/null && echo "key in tools: yes" || echo "key in tools: no")'
 )
+#: sleeps until 8 s of the budget are left (no $(...): Gemini CLI refuses command
+#: substitution, even inside sh -c)
+SLEEP_TO_8_LEFT = "bash ~/timer.sh --seconds | awk '{system(\"sleep \" ($1 > 8 ? $1 - 8 : 0))}'"
 #: the files of a cell that solve and parse_trace write (no scoring, no tables: faster)
 SOLVED = ("solve.json", "usage.json")
 SLEEPER = "sh -c 'echo $$ > $HOME/sleeper.pid; exec sleep 300'"
@@ -50,6 +53,12 @@ class AgentCase:
     tool_line: str  # the transcript's line for the tool call
     paths: frozenset[str]
     key_in_tools: bool  # whether tool commands see the key (Claude Code: yes, see its solve.sh)
+    #: USD per million (input, output) tokens the agent's config states, when it does
+    prices: tuple[float, float] | None = None
+    #: budgets of the timeout and reprompt cells: the CLI must start, call the model and
+    #: run its tool within them (the Node CLIs take 5-12 s to start on a busy 2-core box)
+    timeout_hours: float = 0.003
+    reprompt_hours: float = 0.005
 
 
 CASES = {
@@ -82,6 +91,58 @@ CASES = {
         tool_line="TOOL CALL shell",
         paths=frozenset({"/v1/responses"}),
         key_in_tools=False,
+    ),
+    "gemini": AgentCase(
+        dir="gemini",
+        cli="gemini",
+        model="gemini-stand-in-1",
+        protocols=("gemini",),
+        key_var="GEMINI_API_KEY",
+        key_prefix="planted-gemini-",
+        base_url_env={"GOOGLE_GEMINI_BASE_URL": "{url}"},
+        auth_header="x-goog-api-key",
+        auth_value="{key}",
+        marker='"tool_name":"run_shell_command"',
+        tool_line="TOOL CALL run_shell_command",
+        paths=frozenset({"/v1beta/models/gemini-stand-in-1:streamGenerateContent"}),
+        key_in_tools=True,  # it reads the key from ~/.gemini/.env into the env its tools inherit
+        timeout_hours=0.006,
+        reprompt_hours=0.01,
+    ),
+    "qwen": AgentCase(
+        dir="qwen",
+        cli="qwen",
+        model="qwen-stand-in-1",
+        protocols=("openai_chat",),
+        key_var="DASHSCOPE_API_KEY",
+        key_prefix="sk-planted-",
+        base_url_env={"OPENAI_BASE_URL": "{url}/v1"},
+        auth_header="authorization",
+        auth_value="Bearer {key}",
+        marker='"qwen_code_version":"0.24.4"',
+        tool_line="TOOL CALL run_shell_command",
+        paths=frozenset({"/v1/chat/completions"}),
+        key_in_tools=False,  # the key is in its settings file, not its environment
+        timeout_hours=0.008,
+        reprompt_hours=0.01,
+    ),
+    "opencode": AgentCase(
+        dir="opencode",
+        cli="opencode",
+        model="stand-in-1",
+        protocols=("openai_chat",),
+        key_var="OPENROUTER_API_KEY",
+        key_prefix="sk-or-planted-",
+        base_url_env={"OPENCODE_BASE_URL": "{url}/v1", "OPENCODE_PRICE_INPUT": "3", "OPENCODE_PRICE_OUTPUT": "15"},
+        auth_header="authorization",
+        auth_value="Bearer {key}",
+        marker='"sessionID":"ses_',
+        tool_line="TOOL CALL bash",
+        paths=frozenset({"/v1/chat/completions"}),
+        key_in_tools=False,  # its config names the key file ({file:...})
+        prices=(3.0, 15.0),
+        timeout_hours=0.008,
+        reprompt_hours=0.01,
     ),
 }
 
@@ -166,7 +227,13 @@ def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name):
     tables = result.workdir / "results" / "tables"
     row = next(csv.DictReader((tables / "cells.csv").open()))
     assert int(row["input_tokens"]) == result.plan.total_sent()["input_tokens"]
-    assert (row["cost_usd"] != "") == (name == "claude")  # only Claude's trace states a cost
+    # Claude's trace states a cost; OpenCode's when its config has the model's prices
+    assert (row["cost_usd"] != "") == (name == "claude" or case.prices is not None)
+    if case.prices is not None:  # uncached input and output at those prices (cache reads: 0)
+        sent = result.plan.total_sent()
+        price_in, price_out = case.prices
+        billed = (sent["input_tokens"] - sent["cached_tokens"]) * price_in + sent["output_tokens"] * price_out
+        assert result.json("usage.json")["cost_usd"] == pytest.approx(billed / 1e6)
     assert "## Tokens and cost per entry" in (tables / "leaderboard.md").read_text()
     assert_key_only_in_auth_header(case, result, key)
     assert_no_other_host(case, result)
@@ -179,10 +246,11 @@ def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name):
 def test_tool_call_past_the_budget_is_stopped_with_the_cli(tmp_path, name):
     case = CASES[name]
     steps = [{"shell": SLEEPER, **usage(100, 5, 0)}, {"text": "never reached", **usage(100, 5, 0)}]
-    result, _key = run(tmp_path, case, steps, hours=0.003, targets=SOLVED)  # 10.8 s
+    result, _key = run(tmp_path, case, steps, hours=case.timeout_hours, targets=SOLVED)  # claude: 10.8 s
     solve = result.json("solve.json")
     assert solve["status"] == "timeout" and solve["description"].startswith("stopped at its time limit")
-    assert 10.8 <= solve["duration_s"] < 10.8 + 2 + 3  # budget, grace, slack
+    budget = case.timeout_hours * 3600
+    assert budget <= solve["duration_s"] < budget + 2 + 3  # budget, grace, slack
     (job,) = result.job_dirs()
     pid = int((job / "home" / "sleeper.pid").read_text())  # the tool call did start
     assert not Path(f"/proc/{pid}").exists() or b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -197,17 +265,17 @@ def test_reprompt_resumes_the_session_once_and_the_trace_holds_both_turns(tmp_pa
     steps = [
         {"shell": COPY_MODEL, **usage(1000, 30, 100)},
         {"text": "Done early.", **usage(1100, 5, 200)},
-        # the resumed turn (2 model turns in its conversation) uses up the time left
-        {"shell": "sleep 9", **usage(1300, 20, 400)},
+        # the resumed turn (2 model turns in its conversation) sleeps until 8 s are left
+        {"shell": SLEEP_TO_8_LEFT, **usage(1300, 20, 400)},
         {"text": "Done for good.", **usage(1400, 6, 500)},
     ]
-    # budget 18 s: the first run ends after ~2 s with >= 9 s left (resumed); the resumed
-    # turn sleeps 9 s, so less than 9 s is left when it ends (not resumed again)
+    # the first run ends with >= 9 s left (resumed); the resumed turn sleeps until 8 s are
+    # left, so less than 9 s is left when it ends (not resumed again)
     result, key = run(
         tmp_path,
         case,
         steps,
-        hours=0.005,
+        hours=case.reprompt_hours,
         entry={"reprompt": True},
         solve={"reprompt_min_minutes": 0.15},
         targets=SOLVED,
