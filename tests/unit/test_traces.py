@@ -99,7 +99,8 @@ def test_a_format_that_explains_a_small_part_of_the_file_falls_back_to_plain(tmp
     winner (claude) explains 1 of 11 lines, so the trace is kept verbatim."""
     raw = write_aider_mixed(tmp_path / "solve_out.txt")
     stats = parse_trace_file(raw, tmp_path / "parsed.txt")
-    assert stats.format == "plain" and stats.votes == {"claude": 3}
+    # (the result line's shape is Qwen Code's too: a smaller vote for it)
+    assert stats.format == "plain" and stats.votes == {"claude": 3, "qwen": 1}
     assert (tmp_path / "parsed.txt").read_bytes() == raw.read_bytes()
     assert "claude would explain only 1 of 11 lines read (6 other JSON, 4 text): kept as plain text" in stats.summary()
 
