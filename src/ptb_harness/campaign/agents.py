@@ -63,6 +63,8 @@ def _agent_entry(
 ) -> AgentEntry:
     """agents[i]; ``seen``: the names of the items before it (this one's is added)."""
     where = f"agents[{i}]"
+    # a bare name is its own key in messages ("agents[1]: ..."), a mapping's is ".name"
+    name_key = where if isinstance(item, str) else f"{where}.name"
     if isinstance(item, str):
         item = {"name": item}
     if not isinstance(item, dict):
@@ -72,10 +74,10 @@ def _agent_entry(
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(_ENTRY_KEYS)})")
     if "name" not in item and "dir" not in item:
         raise ConfigError(f"{where}: give `name` (and `dir` when the name is not the agent directory)")
-    name = check_name(item.get("name", item.get("dir")), f"{where}.name")
+    name = check_name(item.get("name", item.get("dir")), name_key)
     directory = check_name(item.get("dir", name), f"{where}.dir")
     if name in seen:
-        raise ConfigError(f"{where}.name: duplicate agent {name!r} (also agents[{seen[name]}])")
+        raise ConfigError(f"{name_key}: duplicate entry {name!r} (also at agents[{seen[name]}])")
     seen[name] = i
     model = item.get("model")
     if model is not None and name in agent_config:
