@@ -66,7 +66,7 @@ def test_one_dir_two_models_are_two_rows_with_their_own_model_and_env(tmp_path):
     [
         (["ghost"], {}, r"agents\[0\]: agent directory .*ghost not found"),
         ([{"name": "x", "dir": "ghost"}], {}, r"agents\[0\]: agent directory .*ghost not found"),
-        (["claude", {"name": "claude", "model": "m2"}], {}, r"agents\[1\]\.name: duplicate entry 'claude' \(also at agents\[0\]\)"),
+        (["claude", {"name": "claude", "model": "m2"}], {}, r"agents\[1\]\.name: duplicate entry 'claude'"),
         ([{"name": "bad name", "dir": "claude"}], {}, r"agents\[0\]\.name: 'bad name' is not a valid name"),
         ([{"name": "x", "dir": "../claude"}], {}, r"agents\[0\]\.dir: '\.\./claude' is not a valid name"),
         (
