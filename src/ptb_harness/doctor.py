@@ -18,7 +18,7 @@ from pathlib import Path
 from ptb_harness.campaign.cells import Campaign
 from ptb_harness.campaign.settings import Site
 from ptb_harness.runtime.agent_cli import installed_version, pinned_versions
-from ptb_harness.runtime.sandbox import RuntimeSettings
+from ptb_harness.runtime.sandbox_settings import RuntimeSettings
 
 #: Host variables that choose a cache; the harness sets all of them inside sandboxes.
 SHADOWING_VARS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "XDG_CACHE_HOME")

@@ -72,12 +72,12 @@ def test_lock_mismatches_names_wrong_and_missing_packages(tmp_path):
 
 
 def test_runtime_none_puts_the_pinned_clis_first_on_the_agents_path_only(tmp_path, monkeypatch):
-    from ptb_harness.runtime.sandbox import Sandbox
+    from ptb_harness.runtime.sandbox import LaunchRequest, RuntimeSettings, Sandbox
 
     monkeypatch.chdir(tmp_path)  # a relative prefix is relative to the working directory
-    site = {"runtime": "none", "agent_cli_prefix": "clis"}
+    site = RuntimeSettings(runtime="none", agent_cli_prefix="clis")
     box = Sandbox(site, {"PATH": "/usr/bin:/bin"})
     kw = {"command": ["true"], "job_home": tmp_path, "job_tmp": tmp_path, "workdir": "task", "env": {}}
-    agent_path = box.launch(role="agent", **kw).env["PATH"].split(":")
+    agent_path = box.launch(LaunchRequest(role="agent", **kw)).env["PATH"].split(":")
     assert agent_path[0] == str(tmp_path / "clis" / "node_modules" / ".bin") and agent_path[-2:] == ["/usr/bin", "/bin"]
-    assert str(tmp_path / "clis") not in box.launch(role="scorer", **kw).env["PATH"]
+    assert str(tmp_path / "clis") not in box.launch(LaunchRequest(role="scorer", **kw)).env["PATH"]

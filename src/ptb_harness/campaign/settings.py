@@ -17,16 +17,18 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ptb_harness.campaign.agents import AgentEntry, parse_agent_entries
 from ptb_harness.campaign.cells import Campaign, Model, check_name, format_hours, load_campaign_file
 from ptb_harness.core.errors import ConfigError
-from ptb_harness.gpu.cellset import GpuAssignment
-from ptb_harness.gpu.reap import ReapPolicy
 from ptb_harness.graders.client import Endpoint, GraderConfigError
 from ptb_harness.runtime.hf_cache import HfCacheSettings
-from ptb_harness.runtime.sandbox import Bind, RuntimeSettings
+from ptb_harness.runtime.sandbox_settings import Bind, RuntimeSettings
+
+if TYPE_CHECKING:  # made on use (see GpuSettings)
+    from ptb_harness.gpu.cellset import GpuAssignment
+    from ptb_harness.gpu.reap import ReapPolicy
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,33 @@ class JobSizing:
 
 @dataclass(frozen=True)
 class GpuSettings:
-    """How jobs get their GPUs, how leftovers are reaped, how the cards are watched."""
+    """How jobs get their GPUs, how leftovers are reaped, how the cards are watched.
 
-    assignment: GpuAssignment
-    reap: ReapPolicy
+    The GPU layer's own objects (``assignment``, ``reap``) are made where they are used,
+    so reading the settings (status, collect, planning) never loads the GPU modules."""
+
+    ids: str | None
+    pool: str | None
+    lock_dir: Path | None
+    reap_mode: str
+    reap_scope: str
+    reap_wait_seconds: float
     monitor_interval_seconds: float
     preflight_timeout_seconds: float
+
+    @property
+    def assignment(self) -> GpuAssignment:
+        """site.gpu_ids, site.gpu_pool, site.gpu_lock_dir."""
+        from ptb_harness.gpu.cellset import GpuAssignment
+
+        return GpuAssignment(self.ids, self.pool, self.lock_dir)
+
+    @property
+    def reap(self) -> ReapPolicy:
+        """site.gpu_reap, site.gpu_scope, site.reap_wait_seconds as one reap policy."""
+        from ptb_harness.gpu.reap import ReapPolicy
+
+        return ReapPolicy(self.reap_mode, self.reap_scope, self.reap_wait_seconds)
 
 
 @dataclass(frozen=True)
@@ -83,8 +106,8 @@ class Site:
         return {
             "name": self.name,
             "runtime": self.runtime.runtime,
-            "gpu_reap": self.gpu.reap.mode,
-            "gpu_scope": self.gpu.reap.scope,
+            "gpu_reap": self.gpu.reap_mode,
+            "gpu_scope": self.gpu.reap_scope,
             "hf_cache_mode": self.hf_cache.mode,
         }
 
@@ -235,8 +258,12 @@ def site_settings(site: Mapping[str, Any]) -> Site:
     hf_home = site["hf_home"]
     lock_dir = site["gpu_lock_dir"]
     gpu = GpuSettings(
-        assignment=GpuAssignment(site["gpu_ids"], site["gpu_pool"], Path(lock_dir) if lock_dir else None),
-        reap=ReapPolicy(site["gpu_reap"], site["gpu_scope"], float(site["reap_wait_seconds"])),
+        ids=site["gpu_ids"],
+        pool=site["gpu_pool"],
+        lock_dir=Path(lock_dir) if lock_dir else None,
+        reap_mode=site["gpu_reap"],
+        reap_scope=site["gpu_scope"],
+        reap_wait_seconds=float(site["reap_wait_seconds"]),
         monitor_interval_seconds=float(site["monitor_interval_seconds"]),
         preflight_timeout_seconds=float(site["preflight_timeout_seconds"]),
     )

@@ -18,12 +18,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.runtime.procs import ProcessResult, run_budgeted
-
-Role = Literal["agent", "scorer"]
+from ptb_harness.runtime.sandbox_settings import Bind, Role, RuntimeSettings
 
 #: Where the shared Hugging Face home appears inside an apptainer sandbox.
 SANDBOX_HF_HOME = "/hf_home"
@@ -31,36 +29,6 @@ SANDBOX_HF_HOME = "/hf_home"
 #: huggingface_hub (HF_HUB_CACHE > HUGGINGFACE_HUB_CACHE > $HF_HOME/hub). All are set
 #: together, so a host-wide value (e.g. a cluster's HUGGINGFACE_HUB_CACHE) can never win.
 HF_VARS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE")
-
-
-@dataclass(frozen=True)
-class Bind:
-    src: Path
-    dst: str
-    read_only: bool = False
-
-    def arg(self) -> str:
-        return f"{self.src}:{self.dst}" + (":ro" if self.read_only else "")
-
-
-@dataclass(frozen=True)
-class RuntimeSettings:
-    """The site's sandbox knobs (site.runtime, site.apptainer, the images, ...)."""
-
-    runtime: str = "none"
-    apptainer: str = "apptainer"
-    agent_image: str | None = None
-    scorer_image: str | None = None
-    sandbox_home: str = "/home/ben"
-    cleanenv: bool = True
-    isolate_gpus: bool = False
-    #: extra binds into every sandbox (site.binds)
-    binds: tuple[Bind, ...] = ()
-    #: where the pinned agent CLIs are installed (runtime none puts them on the agent's PATH)
-    agent_cli_prefix: str | None = None
-
-    def image(self, role: Role) -> str | None:
-        return self.agent_image if role == "agent" else self.scorer_image
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,43 @@
+"""The site's sandbox knobs, typed (built by ptb_harness.campaign.settings).
+
+Apart from ``sandbox`` so that loading a campaign's settings (status, collect) does not
+load the code that builds launches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+Role = Literal["agent", "scorer"]
+
+
+@dataclass(frozen=True)
+class Bind:
+    src: Path
+    dst: str
+    read_only: bool = False
+
+    def arg(self) -> str:
+        return f"{self.src}:{self.dst}" + (":ro" if self.read_only else "")
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """The site's sandbox knobs (site.runtime, site.apptainer, the images, ...)."""
+
+    runtime: str = "none"
+    apptainer: str = "apptainer"
+    agent_image: str | None = None
+    scorer_image: str | None = None
+    sandbox_home: str = "/home/ben"
+    cleanenv: bool = True
+    isolate_gpus: bool = False
+    #: extra binds into every sandbox (site.binds)
+    binds: tuple[Bind, ...] = ()
+    #: where the pinned agent CLIs are installed (runtime none puts them on the agent's PATH)
+    agent_cli_prefix: str | None = None
+
+    def image(self, role: Role) -> str | None:
+        return self.agent_image if role == "agent" else self.scorer_image
