@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -10,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.core.errors import ConfigError
-from ptb_harness.core.records import read_json_object
+from ptb_harness.core.records import read_json_file, read_json_object
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: An entry's `env` is for non-secret settings; a name like these is a secret, which
@@ -174,13 +173,7 @@ def load_agent(agent_dir: Path) -> AgentSpec:
     if not (agent_dir / "solve.sh").is_file():
         raise ConfigError(f"{agent_dir / 'solve.sh'} not found (every agent needs a solve.sh)")
     keys_file = agent_dir / "api_keys.json"
-    api_keys: list[str] = []
-    if keys_file.exists():
-        try:
-            data = json.loads(keys_file.read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise ConfigError(f"{keys_file}: not valid JSON ({e})") from None
-        api_keys = check_env_names(data, str(keys_file))
+    api_keys = check_env_names(read_json_file(keys_file, []), str(keys_file))
     settings = _read_settings(agent_dir / "agent.json")
     return AgentSpec(
         name=agent_dir.name,

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ptb_harness.campaign.agents import AgentEntry, parse_agent_entries
 from ptb_harness.campaign.cells import Campaign, Model, check_name, format_hours, load_campaign_file
@@ -25,6 +25,8 @@ from ptb_harness.core.errors import ConfigError
 from ptb_harness.graders.client import Endpoint, GraderConfigError
 from ptb_harness.runtime.hf_cache import HfCacheSettings
 from ptb_harness.runtime.sandbox_settings import Bind, RuntimeSettings
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # made on use (see GpuSettings)
     from ptb_harness.gpu.cellset import GpuAssignment
@@ -241,20 +243,17 @@ def grader_key_names(config: Mapping[str, Any]) -> dict[str, str]:
     return {n: key for n, key in names.items() if n}
 
 
+def _pick(cls: type[T], mapping: Mapping[str, Any], **given: Any) -> T:
+    """``cls`` with each field the mapping's key of the same name (the schema's key), but
+    the ``given`` ones."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    return cls(**{n: mapping[n] for n in names if n not in given}, **given)
+
+
 def site_settings(site: Mapping[str, Any]) -> Site:
     """The typed site from a schema-validated ``site`` mapping (defaults filled in)."""
     binds = tuple(Bind(Path(b["src"]), b.get("dst", b["src"]), b.get("read_only", False)) for b in site["binds"])
-    runtime = RuntimeSettings(
-        runtime=site["runtime"],
-        apptainer=site["apptainer"],
-        agent_image=site["agent_image"],
-        scorer_image=site["scorer_image"],
-        sandbox_home=site["sandbox_home"],
-        cleanenv=site["cleanenv"],
-        isolate_gpus=site["isolate_gpus"],
-        binds=binds,
-        agent_cli_prefix=site["agent_cli_prefix"],
-    )
+    runtime = _pick(RuntimeSettings, site, binds=binds)
     hf_home = site["hf_home"]
     lock_dir = site["gpu_lock_dir"]
     gpu = GpuSettings(
@@ -267,12 +266,11 @@ def site_settings(site: Mapping[str, Any]) -> Site:
         monitor_interval_seconds=float(site["monitor_interval_seconds"]),
         preflight_timeout_seconds=float(site["preflight_timeout_seconds"]),
     )
-    jobs = JobSizing(
-        slurm_gpu_style=site["slurm_gpu_style"],
-        solve_overhead_minutes=site["solve_overhead_minutes"],
-        evaluate_runtime_minutes=site["evaluate_runtime_minutes"],
-        solve=Resources(**site["solve_resources"]),
-        evaluate=Resources(**site["evaluate_resources"]),
+    jobs = _pick(
+        JobSizing,
+        site,
+        solve=_pick(Resources, site["solve_resources"]),
+        evaluate=_pick(Resources, site["evaluate_resources"]),
     )
     return Site(
         name=site["name"],
@@ -289,24 +287,13 @@ def site_settings(site: Mapping[str, Any]) -> Site:
 
 def build_settings(config: Mapping[str, Any], workdir: Path) -> Settings:
     """The typed settings of a schema-validated config (defaults filled in)."""
-    paths, solve, board = config["paths"], config["solve"], config["leaderboard"]
+    paths = config["paths"]
     return Settings(
         name=config["name"],
         site=site_settings(config["site"]),
-        solve=SolveSettings(
-            solve["timeout_margin_minutes"],
-            solve["kill_grace_seconds"],
-            solve["reprompt_min_minutes"],
-            solve["prompt_template"],
-        ),
-        evaluate=EvaluateSettings(config["evaluate"]["attempt_timeout_minutes"]),
-        leaderboard=LeaderboardSettings(
-            weighting=board["weighting"],
-            weights=board["weights"],
-            base_agent=board["base_agent"],
-            instruct_scores=board["instruct_scores"],
-            missing=board["missing"],
-        ),
+        solve=_pick(SolveSettings, config["solve"]),
+        evaluate=_pick(EvaluateSettings, config["evaluate"]),
+        leaderboard=_pick(LeaderboardSettings, config["leaderboard"]),
         paths=Paths(
             results_dir=(workdir / paths["results_dir"]).resolve(),
             agents_dir=(workdir / paths["agents_dir"]).resolve(),
@@ -321,15 +308,7 @@ def build_settings(config: Mapping[str, Any], workdir: Path) -> Settings:
 
 def _judge_settings(config: Mapping[str, Any]) -> JudgeSettings:
     judge = config["judge"]
-    return JudgeSettings(
-        enabled=judge["enabled"],
-        endpoint=endpoint_for(config, "judge") if judge["enabled"] else None,
-        ngram_n=int(judge["ngram_n"]),
-        sample_overlap=float(judge["sample_overlap"]),
-        max_contaminated_samples=int(judge["max_contaminated_samples"]),
-        instruct_variants=judge["instruct_variants"],
-        max_prompt_chars=int(judge["max_prompt_chars"]),
-    )
+    return _pick(JudgeSettings, judge, endpoint=endpoint_for(config, "judge") if judge["enabled"] else None)
 
 
 def campaign_from_config(config: Mapping[str, Any], workdir: str | Path) -> Campaign:

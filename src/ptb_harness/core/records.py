@@ -73,16 +73,25 @@ def read_yaml_mapping(path: str | Path, key: str) -> dict[str, Any]:
     return data
 
 
+def read_json_file(path: Path, default: Any) -> Any:
+    """An optional hand-written JSON file (``default`` when absent); errors name the file.
+    The one reader of the files of agent and task directories (api_keys.json, agent.json,
+    info.json)."""
+    from ptb_harness.core.errors import ConfigError
+
+    if not path.exists():
+        return default
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ConfigError(f"{path}: not valid JSON ({e})") from None
+
+
 def read_json_object(path: Path) -> dict[str, Any]:
     """An optional JSON file that must hold an object ({} when absent); errors name the file."""
     from ptb_harness.core.errors import ConfigError
 
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})") from None
+    data = read_json_file(path, {})
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: must hold a JSON object")
     return data
