@@ -24,6 +24,8 @@ pytestmark = pytest.mark.slow
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 #: agent dir -> (its CLI, key variable, base-URL variable and value on a host that does not exist)
 AGENTS = {
+    "claude": ("claude", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "https://model-claude.invalid"),
+    "codex": ("codex", "OPENAI_API_KEY", "OPENAI_BASE_URL", "https://model-codex.invalid/v1"),
     "gemini": ("gemini", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "https://model-gemini.invalid"),
     "qwen": ("qwen", "DASHSCOPE_API_KEY", "OPENAI_BASE_URL", "https://model-qwen.invalid/v1"),
     "opencode": ("opencode", "OPENROUTER_API_KEY", "OPENCODE_BASE_URL", "https://model-opencode.invalid/v1"),
