@@ -7,17 +7,18 @@ every mean says how many scored cells it stands on.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
-from ptb_harness.campaign.cells import Campaign
+from ptb_harness.campaign.cells import CELL_DIR_PATTERN, Campaign
 from ptb_harness.core.records import atomic_write_text
-from ptb_harness.results.flags import cell_flag
+from ptb_harness.results.flags import judgement_flag
 from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
-from ptb_harness.results.outcome import cell_outcome, local_liveness
+from ptb_harness.results.outcome import cell_outcomes, local_liveness
 from ptb_harness.results.usage import USAGE_COLUMNS, cell_usage, typed
 
 CELL_COLUMNS = [
@@ -47,13 +48,13 @@ CELL_COLUMNS = [
 
 def cell_table(campaign: Campaign) -> pd.DataFrame:
     rows = []
-    alive = local_liveness()
+    root = str(campaign.results_dir)  # resolved once, not per cell
     judged = campaign.settings.judge.enabled
-    for cell in campaign.cells():
-        cdir = campaign.cell_dir(cell)
-        outcome, evidence, rec = cell_outcome(cdir, alive)
+    cells = list(campaign.cells())
+    dirs = [os.path.join(root, CELL_DIR_PATTERN.format(**cell.wildcards)) for cell in cells]
+    for cell, cdir, (outcome, evidence, rec) in zip(cells, dirs, cell_outcomes(dirs, local_liveness()), strict=True):
         # a scored cell of a judged campaign without a verdict is flagged (fail closed)
-        flag = cell_flag(cdir, judged and outcome == "scored")
+        flag = judgement_flag(rec.judgement, judged and outcome == "scored")
         solve = rec.solve or {}
         metrics = rec.metrics or {}
         rows.append(
@@ -74,11 +75,11 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 "budget_s": cell.budget_seconds,
                 "final_model_files": solve.get("final_model_files"),
                 "eval_attempts": len((rec.evaluate or {}).get("attempts", [])) or None,
-                **cell_usage(cdir),
+                **cell_usage(cdir if rec.files and "usage.json" in rec.files else None),
                 "flagged": flag is not None,
                 "flag": flag.reason if flag else "",
                 "flag_justification": flag.justification if flag else "",
-                "cell_dir": str(cdir),
+                "cell_dir": cdir,
             }
         )
     table = pd.DataFrame(rows, columns=CELL_COLUMNS)

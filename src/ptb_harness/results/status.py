@@ -10,13 +10,14 @@ that failed or runs, with its evidence.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from ptb_harness.campaign.cells import CELL_DIR_PATTERN, Campaign, Cell
 from ptb_harness.results.flags import cell_flag
-from ptb_harness.results.outcome import OUTCOMES, Liveness, cell_outcome, local_liveness
+from ptb_harness.results.outcome import OUTCOMES, Liveness, cell_outcome, local_liveness, map_cells
 from ptb_harness.runtime.scheduler import live_slurm_jobs
 
 MARKS = {"scored": "S", "agent_failed": "A", "infra_failed": "I", "running": "R", "pending": "."}
@@ -53,18 +54,27 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[C
     """The outcome of every cell; a record of a running stage is checked against this
     host's processes and (asked once, only if needed) Slurm's queue."""
     results = campaign.settings.paths.results_dir_text
+    root = str(campaign.results_dir)  # resolved once, not per cell
     alive = alive or local_liveness(live_slurm_jobs)
     judged = campaign.settings.judge.enabled
-    out = []
-    for cell in campaign.cells():
-        rel = CELL_DIR_PATTERN.format(**cell.wildcards)
-        outcome, evidence, _ = cell_outcome(campaign.results_dir / rel, alive, all_records=False)
-        flag = cell_flag(campaign.results_dir / rel, judged) if outcome == "scored" else None
-        status = CellStatus(cell, outcome, evidence, f"{results}/{rel}/metrics.json")
-        if flag is not None:
-            status = CellStatus(cell, outcome, evidence, status.target, flag.reason, flag.justification)
-        out.append(status)
-    return out
+    cells = list(campaign.cells())
+    rels = [CELL_DIR_PATTERN.format(**cell.wildcards) for cell in cells]
+    cells_by_rel = dict(zip(rels, cells, strict=True))
+
+    def read(rel: str) -> CellStatus:
+        cell_dir = os.path.join(root, rel)
+        outcome, evidence, _ = cell_outcome(cell_dir, alive, all_records=False)
+        flag = cell_flag(cell_dir, judged) if outcome == "scored" else None
+        return CellStatus(
+            cells_by_rel[rel],
+            outcome,
+            evidence,
+            f"{results}/{rel}/metrics.json",
+            flag.reason if flag else "",
+            flag.justification if flag else "",
+        )
+
+    return map_cells(read, rels)
 
 
 def counts(statuses: list[CellStatus]) -> dict[str, int]:

@@ -17,8 +17,9 @@ from ptb_harness.core.records import read_json_dict
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls", "resumes")
 
 
-def cell_usage(cell_dir: Path) -> dict[str, Any]:
-    data = read_json_dict(Path(cell_dir) / "usage.json") or {}
+def cell_usage(cell_dir: Path | None) -> dict[str, Any]:
+    """usage.json's quantities of a cell (all None when cell_dir is None: no usage.json)."""
+    data = (read_json_dict(Path(cell_dir) / "usage.json") if cell_dir is not None else None) or {}
     out: dict[str, Any] = {}
     for key in USAGE_COLUMNS:
         v = data.get(key)
