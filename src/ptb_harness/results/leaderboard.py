@@ -192,7 +192,8 @@ def _weighted_rows(per_task: pd.DataFrame, weights: Weights, tasks: list[str], r
     """One `weighted average` row per entry: empty unless every task is complete. Its std
     is over the repeats in which every task has a complete repeat mean."""
     weighted = run_means.reset_index()
-    weighted["value"] = weighted["mean"] * weighted["task"].map(weights.by_task)
+    task_weight = weighted["task"].map(weights.by_task).to_numpy(dtype=float, na_value=math.nan)
+    weighted["value"] = weighted["mean"].to_numpy(dtype=float) * task_weight
     per_run = weighted.groupby(["entry", "run"])["value"].agg(["sum", "size"])
     run_std = per_run.loc[per_run["size"] == len(tasks), "sum"].groupby(level=0).std(ddof=1)
     rows = []
