@@ -37,3 +37,24 @@ def test_targets_leave_agent_failed_cells_out_unless_asked(tmp_path: Path):
         [sys.executable, "-m", "ptb_harness", "status", "--workdir", str(tmp_path)], capture_output=True, text=True
     ).stdout
     assert "1 cells are agent_failed: final, left out of --targets" in grid
+
+
+def test_cells_read_by_threads_come_back_in_order_and_equal_to_one_thread(tmp_path: Path):
+    """The pool only changes who waits on the filesystem, never what is read or its order."""
+    from ptb_harness.results.outcome import cell_outcomes
+
+    dirs = []
+    for i in range(300):  # several chunks; every third scored, every fifth missing
+        d = tmp_path / f"c{i}"
+        dirs.append(str(d))
+        if i % 5 == 0:
+            continue
+        d.mkdir()
+        if i % 3 == 0:
+            (d / "metrics.json").write_text(json.dumps({"accuracy": i / 1000}))
+        else:
+            (d / "solve.json").write_text(json.dumps({"final_model_files": 0, "description": f"exited {i}"}))
+    one = cell_outcomes(dirs, threads=1)
+    assert cell_outcomes(dirs, threads=16) == one
+    assert [o[:2] for o in cell_outcomes(dirs, threads=16, all_records=False)] == [o[:2] for o in one]
+    assert one[3][:2] == ("scored", "accuracy 0.003") and one[5][0] == "pending" and one[1][0] == "agent_failed"

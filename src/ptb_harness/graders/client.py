@@ -34,9 +34,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 #: Environment variable through which the harness hands a scorer its grader endpoint
 #: (the JSON of an Endpoint: names the key variable, never holds the key).
@@ -194,6 +195,10 @@ class GraderClient:
                     f"grader key variable {endpoint.api_key_env} is not set (needed for {endpoint.base_url})"
                 )
             headers["Authorization"] = f"Bearer {key}"
+        # imported here: every command that loads a campaign imports this module (for
+        # Endpoint), and httpx alone took a third of `ptb-harness status`'s fixed cost
+        import httpx
+
         t = endpoint.timeout_seconds
         self._http = httpx.Client(
             base_url=endpoint.base_url.rstrip("/") + "/",
@@ -235,6 +240,8 @@ class GraderClient:
             self._usage.requests += 1
 
     def _once(self, body: dict[str, Any]) -> str:
+        import httpx
+
         try:
             response = self._http.post("chat/completions", json=body)
         except httpx.TimeoutException as e:
