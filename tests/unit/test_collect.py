@@ -183,7 +183,7 @@ def test_missing_base_model_counts_agent_failed_cells_as_the_base_score_and_mark
         "| — | b | 0.700 (2/2) | 0.900* (1/2) | — (3/4) |",
         "|  | base model: noop | 0.300 (2/2) | 0.200 (2/2) | 0.250 (4/4) |",
     ]
-    assert "† = includes cells whose agent failed, counted as the base model's score" in md
+    assert "† = includes cells whose agent failed or that a judge flagged, counted as the base model's score" in md
     page = leaderboard_html(board, weights, table, [])
     assert "<td>0.550† (3/4; 1†)</td>" in page and "class='footnote'" in page
     assert list(board.drop_duplicates("entry")["entry"]) == ["a", "c", "e", "b", "noop"]

@@ -39,8 +39,8 @@ LEGEND = (
 )
 DAGGER = "†"
 FOOTNOTE = (
-    f"{DAGGER} = includes cells whose agent failed, counted as the base model's score for that task and "
-    f"model (leaderboard.missing: base_model); `; N{DAGGER}` says how many."
+    f"{DAGGER} = includes cells whose agent failed or that a judge flagged, counted as the base model's score "
+    f"for that task and model (leaderboard.missing: base_model); `; N{DAGGER}` says how many."
 )
 _STYLE = (
     "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
