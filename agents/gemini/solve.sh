@@ -2,14 +2,16 @@
 # Gemini CLI (npm @google/gemini-cli, pinned in agents/cli; `ptb-harness setup-agents`
 # puts `gemini` on PATH) run headless: its stream-json events on stdout are the trace,
 # every tool is allowed (--yolo) inside the sandbox, the model is the campaign entry's.
-# The key comes by name only (api_keys.json: GEMINI_API_KEY) and goes into a file the CLI
-# reads at start ($HOME/.gemini/.env), removed when this script ends; never printed.
+# The key comes by name only (api_keys.json: GEMINI_API_KEY) and goes into the CLI's own
+# credential store, its encrypted-file form ($HOME/.gemini/gemini-credentials.json, as
+# Gemini CLI writes it when no keychain is there), so neither the CLI's environment nor its
+# tool commands hold it; the file is removed when this script ends; never printed.
 # Another endpoint: entry env GOOGLE_GEMINI_BASE_URL. On a resume (entry `reprompt: true`;
 # the harness sets PTB_RESUME and PTB_RESUME_MESSAGE) the latest session continues.
 set -uo pipefail
 
 conf="$HOME/.gemini"
-key_file="$conf/.env"
+key_file="$conf/gemini-credentials.json"
 mkdir -p "$conf"
 cli=0
 stop() {
@@ -18,8 +20,22 @@ stop() {
 }
 trap 'rm -f "$key_file"' EXIT
 trap 'stop; exit 143' TERM INT HUP
-# printf is a builtin: the key is in no command line
-(umask 077 && printf "GEMINI_API_KEY='%s'\n" "${GEMINI_API_KEY:-}" >"$key_file")
+# Gemini CLI's FileKeychain format (0.61): AES-256-GCM, key scrypt("gemini-cli-oauth",
+# "<host>-<user>-gemini-cli"), "iv:tag:ciphertext" in hex, holding the API-key entry. The
+# key reaches node on stdin (printf is a builtin): it is in no command line.
+export GEMINI_FORCE_FILE_STORAGE=true
+printf '%s' "${GEMINI_API_KEY:-}" | node -e '
+const crypto = require("crypto"), fs = require("fs"), os = require("os");
+const apiKey = fs.readFileSync(0, "utf8");
+const salt = `${os.hostname()}-${os.userInfo().username}-gemini-cli`;
+const secret = crypto.scryptSync("gemini-cli-oauth", salt, 32);
+const entry = {serverName: "default-api-key", token: {accessToken: apiKey, tokenType: "ApiKey"}, updatedAt: Date.now()};
+const store = {"gemini-cli-api-key": {"default-api-key": JSON.stringify(entry)}};
+const iv = crypto.randomBytes(12);
+const cipher = crypto.createCipheriv("aes-256-gcm", secret, iv, {authTagLength: 16});
+const data = cipher.update(JSON.stringify(store), "utf8", "hex") + cipher.final("hex");
+fs.writeFileSync(process.argv[1], [iv.toString("hex"), cipher.getAuthTag().toString("hex"), data].join(":"), {mode: 0o600});
+' "$key_file" || exit 2
 unset GEMINI_API_KEY GOOGLE_API_KEY
 
 # Settings in the job dir's HOME, never the user's: API-key auth (else exit 41), no folder

@@ -105,7 +105,7 @@ CASES = {
         marker='"tool_name":"run_shell_command"',
         tool_line="TOOL CALL run_shell_command",
         paths=frozenset({"/v1beta/models/gemini-stand-in-1:streamGenerateContent"}),
-        key_in_tools=True,  # it reads the key from ~/.gemini/.env into the env its tools inherit
+        key_in_tools=False,  # the key is in its credential file, not its environment
         timeout_hours=0.006,
         reprompt_hours=0.01,
     ),
