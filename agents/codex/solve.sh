@@ -2,8 +2,10 @@
 # Codex (npm @openai/codex, pinned in agents/cli; `ptb-harness setup-agents` puts `codex`
 # on PATH) run headless: `codex exec --json` events on stdout are the trace, no approvals
 # and no inner sandbox (the harness's sandbox is the fence), the model is the campaign
-# entry's. The key comes by name only (api_keys.json: OPENAI_API_KEY) and is never
-# printed; the provider's URL is OPENAI_BASE_URL (entry env), default OpenAI's.
+# entry's. The key comes by name only (api_keys.json: OPENAI_API_KEY) and goes into the
+# CLI's config file (the provider's bearer token), removed when this script ends, and out
+# of the environment, so tool commands do not see it; never printed. The provider's URL
+# is OPENAI_BASE_URL (entry env), default OpenAI's.
 # On a resume (entry `reprompt: true`; the harness sets PTB_RESUME and
 # PTB_RESUME_MESSAGE) the same session continues (`codex exec resume --last`).
 set -uo pipefail
@@ -11,8 +13,19 @@ set -uo pipefail
 # the CLI's config lives in the job dir's HOME, never the user's
 export CODEX_HOME="$HOME/.codex"
 mkdir -p "$CODEX_HOME"
+config="$CODEX_HOME/config.toml"
+cli=0
+stop() {
+    rm -f "$config"
+    if [ "$cli" != 0 ]; then kill -TERM "$cli" 2>/dev/null; fi
+}
+trap 'rm -f "$config"' EXIT
+trap 'stop; exit 143' TERM INT HUP
+# a TOML string; printf is a builtin, so the key is in no command line
 toml_string() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$s"; }
-cat > "$CODEX_HOME/config.toml" <<TOML
+prev_umask=$(umask)
+umask 077 # the config holds the key: owner only
+cat >"$config" <<TOML
 model_provider = "ptb"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
@@ -22,11 +35,11 @@ check_for_update_on_startup = false
 [model_providers.ptb]
 name = "ptb"
 base_url = $(toml_string "${OPENAI_BASE_URL:-https://api.openai.com/v1}")
-env_key = "OPENAI_API_KEY"
+experimental_bearer_token = $(toml_string "${OPENAI_API_KEY:-}")
 wire_api = "responses"
 
-# tool commands see the whole environment but the provider's key, which stays with the
-# CLI (other variables a site passes on purpose, e.g. HF_TOKEN, stay usable)
+# tool commands see the whole environment (the key is not in it; excluded by name as
+# well), so variables a site passes on purpose, e.g. HF_TOKEN, stay usable
 [shell_environment_policy]
 inherit = "all"
 ignore_default_excludes = true
@@ -48,10 +61,17 @@ in_app_updates = false
 [projects.$(toml_string "$PWD")]
 trust_level = "trusted"
 TOML
+umask "$prev_umask"
+unset OPENAI_API_KEY CODEX_API_KEY
 
 args=(--json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox --strict-config)
 [ -n "${AGENT_MODEL:-}" ] && args+=(--model "$AGENT_MODEL")
 if [ -n "${PTB_RESUME:-}" ]; then
-    exec codex exec resume --last "${args[@]}" "$PTB_RESUME_MESSAGE" </dev/null
+    args=(resume --last "${args[@]}" "$PTB_RESUME_MESSAGE")
+else
+    args+=("$PROMPT")
 fi
-exec codex exec "${args[@]}" "$PROMPT" </dev/null
+# in the background, so a TERM at the deadline removes the config (and its key) at once
+codex exec "${args[@]}" </dev/null &
+cli=$!
+wait "$cli"

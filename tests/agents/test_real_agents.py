@@ -52,7 +52,10 @@ class AgentCase:
     marker: str  # a string only the CLI's own stream holds
     tool_line: str  # the transcript's line for the tool call
     paths: frozenset[str]
-    key_in_tools: bool  # whether tool commands see the key (Claude Code: yes, see its solve.sh)
+    key_in_tools: bool  # whether tool commands see the key
+    #: more headers that carry the key, as (name, value with "{key}"): Claude Code's
+    #: apiKeyHelper value goes in both x-api-key and Authorization
+    extra_auth: tuple[tuple[str, str], ...] = ()
     #: USD per million (input, output) tokens the agent's config states, when it does
     prices: tuple[float, float] | None = None
     #: budgets of the timeout and reprompt cells: the CLI must start, call the model and
@@ -72,10 +75,11 @@ CASES = {
         base_url_env={"ANTHROPIC_BASE_URL": "{url}"},
         auth_header="x-api-key",
         auth_value="{key}",
+        extra_auth=(("authorization", "Bearer {key}"),),
         marker='"claude_code_version":"2.1.332"',
         tool_line="TOOL CALL Bash",
         paths=frozenset({"/v1/messages"}),
-        key_in_tools=True,
+        key_in_tools=False,
     ),
     "codex": AgentCase(
         dir="codex",
@@ -174,10 +178,11 @@ def run(tmp_path, case: AgentCase, steps, hours=0.01, entry=None, solve=None, ta
 def assert_key_only_in_auth_header(case: AgentCase, result, key: str) -> None:
     requests = result.server.recorded()
     assert requests, "the CLI never called the model server"
+    auth = {case.auth_header: case.auth_value, **dict(case.extra_auth)}
     for r in requests:
-        assert r.headers.get(case.auth_header) == case.auth_value.format(key=key)
+        assert {h: r.headers.get(h) for h in auth} == {h: v.format(key=key) for h, v in auth.items()}
         assert key.encode() not in r.body
-        assert all(key not in v for k, v in r.headers.items() if k != case.auth_header)
+        assert all(key not in v for k, v in r.headers.items() if k not in auth)
     for root in (result.workdir, result.job_root):
         assert files_containing(root, key) == []
 
@@ -246,7 +251,7 @@ def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name):
 def test_tool_call_past_the_budget_is_stopped_with_the_cli(tmp_path, name):
     case = CASES[name]
     steps = [{"shell": SLEEPER, **usage(100, 5, 0)}, {"text": "never reached", **usage(100, 5, 0)}]
-    result, _key = run(tmp_path, case, steps, hours=case.timeout_hours, targets=SOLVED)  # claude: 10.8 s
+    result, key = run(tmp_path, case, steps, hours=case.timeout_hours, targets=SOLVED)  # claude: 10.8 s
     solve = result.json("solve.json")
     assert solve["status"] == "timeout" and solve["description"].startswith("stopped at its time limit")
     budget = case.timeout_hours * 3600
@@ -255,6 +260,7 @@ def test_tool_call_past_the_budget_is_stopped_with_the_cli(tmp_path, name):
     pid = int((job / "home" / "sleeper.pid").read_text())  # the tool call did start
     assert not Path(f"/proc/{pid}").exists() or b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert processes_under(result.job_root) == []  # the CLI and every child are gone
+    assert files_containing(result.job_root, key) == []  # a key file is removed at the deadline too
     # stopped before the CLI wrote its totals: the tokens are unknown, not 0
     assert result.json("usage.json")["input_tokens"] is None
 
