@@ -7,6 +7,7 @@ same way whether it is planned, run, collected or inspected.
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -36,21 +37,38 @@ def _one_line(error: Any) -> str:
 
 
 def validate_schema(config: dict[str, Any], schema: Path = SCHEMA_PATH) -> None:
-    """Validate in place against the JSON schema, filling in defaults (snakemake.utils.validate)."""
+    """Validate in place against the JSON schema, filling in defaults (the rule of
+    snakemake.utils.validate, which it replaces: that one imports Snakemake's config
+    machinery and pandas, most of `ptb-harness status`'s fixed cost)."""
     import jsonschema
-    from snakemake.exceptions import WorkflowError
-    from snakemake.utils import validate
 
-    try:
-        validate(config, str(schema), set_default=True)
-    except WorkflowError as e:
-        # the jsonschema error is only kept as the exception's context
-        cause = e.__cause__ or e.__context__
-        if not isinstance(cause, jsonschema.ValidationError):
-            cause = None
-        if cause is None:
-            raise ConfigError(str(e).splitlines()[0]) from None
-        raise ConfigError(_one_line(cause)) from None
+    validator = _validator_with_defaults(jsonschema.Draft202012Validator)(_schema(schema))
+    error = next(validator.iter_errors(config), None)  # the first, as Validator.validate raises it
+    if error is not None:
+        raise ConfigError(_one_line(error))
+
+
+@functools.cache
+def _schema(path: Path) -> dict[str, Any]:
+    return read_yaml_mapping(path, "schema")
+
+
+def _validator_with_defaults(validator_class: Any) -> Any:
+    """A validator that sets every missing property that has a default before checking it
+    (the jsonschema FAQ's recipe, as Snakemake uses it); defaults are copied, so the cached
+    schema is never changed through a config."""
+    from jsonschema import validators
+
+    check_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: dict, instance: Any, schema: dict) -> Any:
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema and name not in instance:
+                    instance[name] = copy.deepcopy(subschema["default"])
+        yield from check_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": set_defaults})
 
 
 def load_config(
