@@ -26,4 +26,6 @@ fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[demo,test]"
+# the scorer lock (inspect_ai, inspect_evals, ...): the benchmark tasks' engine on CPU
+.venv/bin/python -m pip install -q -r tasks/requirements-scorer.txt
 echo "setup: .venv ready ($(.venv/bin/snakemake --version 2>/dev/null | tail -1) snakemake)"

@@ -13,7 +13,7 @@ from conftest import REPO
 PACKAGE = REPO / "src" / "ptb_harness"
 # bottom to top; a top-level module's layer is its own name
 LAYERS = ["core", "graders", "runtime", "gpu", "traces", "campaign", "stages", "results", "top"]
-TOP = {"cli", "doctor", "demo", "__main__", "__init__"}
+TOP = {"cli", "doctor", "demo", "prefetch", "__main__", "__init__"}
 
 
 def layer_of(module: str) -> int:

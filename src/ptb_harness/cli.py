@@ -95,6 +95,18 @@ def _doctor(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _prefetch(args: argparse.Namespace) -> int:
+    from ptb_harness.campaign.config import load_config_files
+    from ptb_harness.prefetch import prefetch
+
+    missing = prefetch(load_config_files(args.workdir, args.profile, args.campaign), dry_run=args.dry_run)
+    if missing:
+        print(f"missing from the HF cache: {'; '.join(missing)}")
+        return 1
+    print("the HF cache holds everything the campaign's scoring reads")
+    return 0
+
+
 def _reap(args: argparse.Namespace) -> int:
     import logging
 
@@ -210,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("doctor", help="check this site before a campaign (non-zero exit on any FAIL)")
     _campaign_args(p)
     p.set_defaults(func=_doctor)
+    p = sub.add_parser("prefetch", help="download base models and task data into site.hf_home (needs internet)")
+    _campaign_args(p)
+    p.add_argument("--dry-run", action="store_true", help="only say what the cache lacks")
+    p.set_defaults(func=_prefetch)
     p = sub.add_parser("reap", help="kill leftover processes on this job's GPUs (scoped; see README)")
     p.add_argument("--mode", choices=["none", "own", "all"], default="own")
     p.add_argument("--scope", choices=["cell", "node"], default="cell")

@@ -127,6 +127,16 @@ def check_hf_cache(site: Site) -> Check:
     return Check("hf_cache", True, f"{home} ({mode})")
 
 
+def check_scoring_data(campaign: Campaign) -> Check:
+    """The HF cache holds every dataset and base model the campaign's scoring reads offline."""
+    from ptb_harness.campaign.scoring import missing_data
+
+    gaps = missing_data(campaign)
+    if gaps:
+        return Check("scoring_data", False, "; ".join(gaps), "ptb-harness prefetch --profile P [--campaign F]")
+    return Check("scoring_data", True, "every task's datasets and base model are cached (or none needed)")
+
+
 def check_tmp_root(site: Site) -> Check:
     root = site.tmp_root
     why = _writable(root)
@@ -227,6 +237,7 @@ def run_checks(campaign: Campaign, host_env: Mapping[str, str] | None = None) ->
         lambda: check_images(site),
         lambda: check_nvccli(site),
         lambda: check_hf_cache(site),
+        lambda: check_scoring_data(campaign),
         lambda: check_tmp_root(site),
         lambda: check_results_dir(campaign),
         lambda: check_host_cache_vars(host_env),

@@ -13,6 +13,7 @@ from typing import Any
 
 from ptb_harness.campaign.cells import Campaign
 from ptb_harness.campaign.graders import check_grader_keys
+from ptb_harness.campaign.scoring import check_data, check_templates
 from ptb_harness.campaign.settings import campaign_from_config, check_campaign, merge_campaign_file
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.records import read_yaml_mapping
@@ -84,6 +85,10 @@ def load_config(
     problem = campaign.settings.paths.results_problem() if for_run else None
     if problem:
         raise ConfigError(f"paths.results_dir: {problem}")
+    check_templates(campaign)
+    if for_run:
+        # before any GPU hour: what the scorer will read offline is there
+        check_data(campaign)
     return campaign
 
 

@@ -33,10 +33,21 @@ class TaskSpec:
     #: Extra arguments for every evaluate.py call (e.g. ["--limit", "-1"]).
     extra_args: tuple[str, ...]
     attempt_timeout_minutes: float | None
+    #: The scorer is told the base model's architecture (``--base-architecture``), so a
+    #: final model of another architecture is the agent's failure.
+    pass_base_architecture: bool = False
+    #: What the task reads from the HF cache (info.json ``datasets``; see ptb_scorer.data).
+    datasets: tuple[dict[str, Any], ...] = ()
 
     @property
     def evaluate_py(self) -> Path:
         return self.dir / "evaluate.py"
+
+    @property
+    def templates_dir(self) -> Path | None:
+        """The chat templates the task scores with (tasks/<t>/templates), if it has them."""
+        d = self.dir / "templates"
+        return d if (d / "architectures.json").is_file() else None
 
     def attempt_plan(self) -> list[int | None]:
         """The token cap of every attempt, in order (None = the task's default)."""
@@ -76,7 +87,7 @@ def load_task(task_dir: Path) -> TaskSpec:
     ev = info.get("evaluate", {})
     if not isinstance(ev, dict):
         raise ConfigError(f"{where}: must be an object")
-    unknown = set(ev) - {"ladder", "token_flag", "extra_args", "attempt_timeout_minutes"}
+    unknown = set(ev) - {"ladder", "token_flag", "extra_args", "attempt_timeout_minutes", "pass_base_architecture"}
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     token_flag = ev.get("token_flag", "--max-tokens")
@@ -88,6 +99,13 @@ def load_task(task_dir: Path) -> TaskSpec:
     timeout = ev.get("attempt_timeout_minutes")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise ConfigError(f"{where}.attempt_timeout_minutes: must be a positive number")
+    if not isinstance(ev.get("pass_base_architecture", False), bool):
+        raise ConfigError(f"{where}.pass_base_architecture: must be true or false")
+    datasets = info.get("datasets", [])
+    if not isinstance(datasets, list) or not all(_dataset_entry(d) for d in datasets):
+        raise ConfigError(
+            f"{info_path}: datasets: a list of {{kind: hf_dataset, path, ...}} or {{kind: inspect_evals_cache, files}}"
+        )
     bench_file = task_dir / "benchmark.txt"
     benchmark = bench_file.read_text(encoding="utf-8").strip() if bench_file.exists() else task_dir.name
     return TaskSpec(
@@ -99,4 +117,16 @@ def load_task(task_dir: Path) -> TaskSpec:
         token_flag=token_flag,
         extra_args=tuple(extra),
         attempt_timeout_minutes=timeout,
+        pass_base_architecture=ev.get("pass_base_architecture", False),
+        datasets=tuple(datasets),
     )
+
+
+def _dataset_entry(d: Any) -> bool:
+    if not isinstance(d, dict):
+        return False
+    if d.get("kind") == "hf_dataset":
+        return isinstance(d.get("path"), str) and "/" in d["path"]
+    if d.get("kind") == "inspect_evals_cache":
+        return isinstance(d.get("files"), list) and all(isinstance(f, str) and ".." not in f for f in d["files"])
+    return False

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 #: What makes up the harness, relative to its root.
-HARNESS_PATHS = ("Snakefile", "workflow", "src/ptb_harness", "config/config.schema.yaml")
+HARNESS_PATHS = ("Snakefile", "workflow", "src/ptb_harness", "src/ptb_scorer", "config/config.schema.yaml")
 SNAPSHOT_DIR = ".ptb-harness"
 #: Set by `ptb-harness run` for the jobs: the checkout's git state at launch.
 GIT_ENV = "PTB_HARNESS_GIT"

@@ -11,8 +11,11 @@ attempt did.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -23,6 +26,7 @@ from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.campaign.graders import task_uses_grader
+from ptb_harness.campaign.scoring import base_architecture
 from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_bytes, atomic_write_json, check_metrics, read_json_dict
@@ -40,13 +44,59 @@ from ptb_harness.stages.provenance import cell_provenance, scorer_versions, vers
 log = logging.getLogger("ptb_harness.stages.evaluate")
 
 
-def evaluate_argv(task: TaskSpec, model: Path, out: Path, max_tokens: int | None) -> list[str]:
+def evaluate_argv(
+    task: TaskSpec, model: Path, out: Path, max_tokens: int | None, base_architecture: str | None = None
+) -> list[str]:
     """evaluate.py's command line, run in (a copy of) the task dir inside the scorer sandbox."""
     argv = ["python", "evaluate.py", "--model-path", str(model), "--json-output-file", str(out)]
     argv += task.extra_args
+    if base_architecture is not None:
+        argv += ["--base-architecture", base_architecture]
     if max_tokens is not None:
         argv += [task.token_flag, str(max_tokens)]
     return argv
+
+
+#: The scorer's own account of an attempt (ptb_scorer.cli): what it ran with, and why the
+#: model (not the machine) cannot be scored. The latter stops the ladder: the model will
+#: not change between attempts.
+SCORER_INFO = re.compile(r"PTB_SCORER_INFO (\{.*\})\s*$", re.M)
+MODEL_INVALID = re.compile(r"PTB_MODEL_INVALID: (.*)$", re.M)
+#: How much of an attempt log is searched for those lines.
+LOG_SCAN_BYTES = 256 * 1024
+
+
+def scorer_report(attempt_log: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the PTB_SCORER_INFO record, the PTB_MODEL_INVALID reason) of an attempt's log."""
+    try:
+        with open(attempt_log, "rb") as f:
+            head = f.read(LOG_SCAN_BYTES).decode("utf-8", "replace")
+            f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_SCAN_BYTES))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None, None
+    info = None
+    if m := SCORER_INFO.search(head):
+        try:
+            info = json.loads(m.group(1))
+        except ValueError:
+            info = None
+    invalid = MODEL_INVALID.findall(tail)
+    return (info if isinstance(info, dict) else None), (invalid[-1].strip()[:300] if invalid else None)
+
+
+def base_architecture_for(campaign: Campaign, cell: Cell, task: TaskSpec) -> str | None:
+    """The base model's architecture for ``--base-architecture``; a HarnessError when the
+    task needs it and it is unknown (the campaign check could not read it at plan time)."""
+    if not task.pass_base_architecture:
+        return None
+    arch = base_architecture(campaign, cell.model)
+    if arch is None:
+        raise HarnessError(
+            f"base model {campaign.model_source(cell.model)}: no readable config.json (local dir or site.hf_home);"
+            " run `ptb-harness prefetch`"
+        )
+    return arch
 
 
 @dataclass(frozen=True)
@@ -70,15 +120,20 @@ class Ladder:
     grader_env: Mapping[str, str]
     pass_names: Sequence[str]
     steps: int
+    #: the base model's architecture, for tasks that check the final model's against it
+    base_architecture: str | None = None
+    #: sha256 of the evaluate.py that runs (the scratch copy, links followed)
+    evaluate_sha256: str | None = None
 
     def _request(self, out: Path, cap: int | None) -> LaunchRequest:
         return LaunchRequest(
             role="scorer",
-            command=evaluate_argv(self.task, self.model, out, cap),
+            command=evaluate_argv(self.task, self.model, out, cap, self.base_architecture),
             job_home=self.work / "home",
             job_tmp=self.work / "tmp",
             workdir="task",
-            env=self.grader_env,
+            # scoring reads only the prefetched cache: a compute node may have no internet
+            env={**self.grader_env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
             pass_names=self.pass_names,
             gpus=self.gpu_set.sandbox_ids(),
             # the cell dir at its own absolute path, so metrics.json lands where collect reads it
@@ -116,9 +171,15 @@ class Ladder:
         metrics, why = check_metrics(data) if data is not None else (None, "wrote no metrics file")
         if metrics is None:
             why = grader_failure(attempt_log) or why
+        scorer, invalid = scorer_report(attempt_log)
+        if metrics is None and invalid is not None:
+            why = f"PTB_MODEL_INVALID: {invalid}"
         entry = {
             "attempt": k,
             "max_tokens": cap,
+            "evaluate_py_sha256": self.evaluate_sha256,
+            "scorer": scorer,
+            "model_invalid": metrics is None and invalid is not None,
             "process": describe(result),
             "exit_code": result.exit_code,
             "duration_s": round(result.duration_s, 3),
@@ -152,6 +213,7 @@ def run_evaluate(
     }
     solve = _solved(solve_json, record, record_path)
     task = campaign.task(cell.task)
+    base_arch = base_architecture_for(campaign, cell, task)
     plan = task.attempt_plan()
     site = campaign.settings.site
     attempts_dir = cell_dir / "evaluate" / utc_stamp(started).replace(":", "")
@@ -164,7 +226,7 @@ def run_evaluate(
     nvml = load_nvml()
     try:
         gpu_set = stack.enter_context(job_gpu_set(cell.num_gpus, site.gpu.assignment, host_env, nvml))
-        shutil.copytree(task.dir, work / "home" / "task", symlinks=False)
+        shutil.copytree(task.dir, work / "home" / "task", symlinks=False)  # links followed (ptb_scorer)
         (work / "tmp").mkdir()
         grader_env, grader_keys = _grader(campaign, task)
         ladder = Ladder(
@@ -184,6 +246,8 @@ def run_evaluate(
             grader_env=grader_env,
             pass_names=[*task.required_api_keys, *grader_keys],
             steps=len(plan),
+            base_architecture=base_arch,
+            evaluate_sha256=hashlib.sha256((work / "home" / "task" / "evaluate.py").read_bytes()).hexdigest(),
         )
         for k, cap in enumerate(plan, 1):
             entry, data, metrics = ladder.attempt(k, cap)
@@ -195,6 +259,9 @@ def run_evaluate(
                 log.info("attempt %d scored accuracy=%s", k, metrics["accuracy"])
                 return record
             log.warning("attempt %d failed: evaluate.py %s, %s", k, entry["process"], entry["problem"])
+            if entry["model_invalid"]:
+                log.warning("attempt %d: the model cannot be scored; no further attempts", k)
+                break
             atomic_write_json(record_path, {**record, "status": "running"})
     finally:
         if record["attempts"]:  # the scorer ran: record what ran it, scored or not
@@ -204,7 +271,9 @@ def run_evaluate(
     last = record["attempts"][-1]
     record.update(
         status="failed",
-        reason=f"no valid metrics after {len(plan)} attempts; last: evaluate.py {last['process']}, {last['problem']}",
+        reason=f"no valid metrics after {len(record['attempts'])} attempts"
+        + ("" if len(record["attempts"]) == len(plan) else f" of {len(plan)}")
+        + f"; last: evaluate.py {last['process']}, {last['problem']}",
         ended_at=iso_utc(time.time()),
     )
     atomic_write_json(record_path, record)

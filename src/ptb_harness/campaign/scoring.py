@@ -1,0 +1,90 @@
+"""What scoring a campaign needs before anything runs: a chat template for every base
+model, and the HF cache holding every task's datasets and the base models.
+
+Checked when the workflow is planned (``load_config(for_run=True)``: ``-n`` too), so a
+gap is one line before any GPU hour, not a failed scorer after the agent's 10 hours.
+The cache layout and the per-dataset check are the scorer's own (ptb_scorer.data), so
+the plan checks exactly what the scorer will read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ptb_harness.campaign.cells import Campaign
+from ptb_harness.campaign.tasks import TaskSpec
+from ptb_harness.core.errors import ConfigError
+from ptb_scorer.data import CacheLayout, describe, missing, model_cached
+
+
+def architecture_map(templates_dir: Path) -> dict[str, str]:
+    data = json.loads((templates_dir / "architectures.json").read_text())
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def base_config_json(campaign: Campaign, model: str) -> Path | None:
+    """The base model's config.json: in its local dir, or in the site's HF cache."""
+    m = campaign.models[model]
+    if m.path is not None:
+        return Path(campaign.model_source(model)) / "config.json"
+    hf_home = campaign.settings.site.hf_cache.home
+    if not hf_home:
+        return None
+    snaps = CacheLayout.under(Path(hf_home)).hub / f"models--{str(m.repo_id).replace('/', '--')}" / "snapshots"
+    found = sorted(snaps.glob("*/config.json"))
+    return found[-1] if found else None
+
+
+def base_architecture(campaign: Campaign, model: str) -> str | None:
+    """The base model's architecture (config.json ``architectures[0]``), None when unreadable."""
+    path = base_config_json(campaign, model)
+    try:
+        archs = json.loads(path.read_text()).get("architectures") if path else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+
+
+def templated_tasks(campaign: Campaign) -> list[TaskSpec]:
+    return [t for t in (campaign.task(n) for n in campaign.tasks) if t.templates_dir]
+
+
+def check_templates(campaign: Campaign) -> None:
+    """Every base model scored with a chat template maps to one: else a ConfigError."""
+    for task in templated_tasks(campaign):
+        known = architecture_map(task.templates_dir)
+        for i, model in enumerate(campaign.models):
+            arch = base_architecture(campaign, model)
+            if arch is not None and arch not in known:
+                raise ConfigError(
+                    f"models[{i}] ({model}): architecture {arch} has no chat template for task {task.name}"
+                    f" (templates/architectures.json knows {', '.join(sorted(known))})"
+                )
+
+
+def missing_data(campaign: Campaign) -> list[str]:
+    """What the site's HF cache lacks for this campaign (empty when nothing)."""
+    readers = [t for t in (campaign.task(n) for n in campaign.tasks) if t.datasets]
+    hf_home = campaign.settings.site.hf_cache.home
+    if not hf_home:
+        if readers:
+            return [f"site.hf_home is unset, and tasks {', '.join(t.name for t in readers)} read datasets offline"]
+        return []
+    layout = CacheLayout.under(Path(hf_home))
+    gaps = [f"{t.name}: {describe(d)}" for t in readers for d in t.datasets if missing(d, layout)]
+    gaps += [
+        f"model {m.repo_id}" for m in campaign.models.values() if m.repo_id and not model_cached(m.repo_id, layout)
+    ]
+    return gaps
+
+
+def check_data(campaign: Campaign) -> None:
+    gaps = missing_data(campaign)
+    if gaps:
+        hf_home = campaign.settings.site.hf_cache.home
+        raise ConfigError(
+            f"HF cache {hf_home} lacks {'; '.join(gaps)}: run `ptb-harness prefetch` (login node)"
+            if hf_home
+            else f"{gaps[0]}: set site.hf_home to a cache filled by `ptb-harness prefetch`"
+        )

@@ -1,0 +1,14 @@
+"""The scorer's library: what every task's evaluate.py runs on.
+
+It runs inside the scorer sandbox (the harness's interpreter, or containers/scorer.def's
+image), so it depends only on the scorer lock (tasks/requirements-scorer.txt) and never
+imports ptb_harness. Each task directory carries it (tasks/<t>/ptb_scorer is a link to
+this package; copying a task dereferences it), so the agent's copy of a task and the
+harness's scoring copy both run it.
+
+- ``model``: checks a final_model and picks its chat template from config.json.
+- ``engine``: runs an inspect_ai task on vLLM or transformers and writes metrics.json.
+- ``contained``: runs model-written code in a limited child process.
+- ``tasks``: the five benchmarks as inspect Tasks.
+- ``cli``: the evaluate.py command line shared by the tasks.
+"""

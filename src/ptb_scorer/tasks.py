@@ -1,0 +1,108 @@
+"""The benchmarks as inspect Tasks, built on inspect_evals at the pinned version.
+
+gsm8k and aime2025 are inspect_evals' own tasks. humaneval is inspect_evals' task with
+its code check run contained (:mod:`ptb_scorer.contained`) instead of in a docker or
+unsandboxed "local" sandbox. gpqamain is our own Task (inspect_evals ships only
+gpqa_diamond, from a CSV): upstream PostTrainBench's gated HF ``Idavidrein/gpqa``
+gpqa_main, multiple choice with chain of thought, choices shuffled with a fixed seed.
+bfcl is inspect_evals' bfcl on the ``exec_simple`` category with native tool calling;
+at the pinned version its exec categories are scored by matching the call's arguments
+(their ground truth is parsed into AST form), so no model-written code runs there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: gpqamain's choice shuffle seed (inspect_evals' gpqa default), recorded in metrics.json
+GPQA_SHUFFLE_SEED = 42
+
+
+@dataclass(frozen=True)
+class TaskDef:
+    build: Callable[[], Any]
+    tool_calling: bool = False
+    #: recorded in metrics.json next to the scores
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def _gsm8k() -> Any:
+    from inspect_evals.gsm8k import gsm8k
+
+    return gsm8k()
+
+
+def _aime2025() -> Any:
+    from inspect_evals.aime2025 import aime2025
+
+    return aime2025()
+
+
+def contained_verify(limits: Any = None) -> Any:
+    """humaneval's check (prompt + completion + tests + check(entry_point)), run contained."""
+    import anyio
+    from inspect_ai.scorer import CORRECT, INCORRECT, Score, Target, accuracy, scorer, stderr
+    from inspect_ai.solver import TaskState
+    from inspect_evals.humaneval.humaneval import find_code
+
+    from ptb_scorer.contained import Limits, run_python
+
+    limits = limits or Limits()
+
+    @scorer(metrics=[accuracy(), stderr()])
+    def verify_contained() -> Any:
+        async def score(state: TaskState, target: Target) -> Score:
+            answer = find_code(state.output.completion)
+            meta = state.metadata
+            code = "".join([meta["prompt"], answer, "\n", meta["test"], "\n", f"check({meta['entry_point']})"])
+            res = await anyio.to_thread.run_sync(run_python, code, limits)
+            return Score(
+                value=CORRECT if res.passed else INCORRECT,
+                answer=answer,
+                explanation=f"{res.reason}: {res.stderr[-1000:]}",
+                metadata={"reason": res.reason, "duration_s": res.duration_s, "contained": res.applied},
+            )
+
+        return score
+
+    return verify_contained()
+
+
+def _humaneval() -> Any:
+    from inspect_evals.humaneval import humaneval
+
+    return humaneval(scorer=contained_verify(), sandbox=None)  # type: ignore[arg-type]
+
+
+def gpqamain_task(shuffle_seed: int = GPQA_SHUFFLE_SEED) -> Any:
+    from inspect_ai import Task
+    from inspect_ai.dataset import hf_dataset
+    from inspect_ai.scorer import choice
+    from inspect_ai.solver import multiple_choice
+    from inspect_evals.gpqa.gpqa import record_to_sample
+
+    dataset = hf_dataset(
+        path="Idavidrein/gpqa",
+        name="gpqa_main",
+        split="train",  # the only split
+        sample_fields=record_to_sample,  # the correct answer is listed first ...
+        shuffle_choices=shuffle_seed,  # ... so choices are shuffled, with a fixed seed
+    )
+    return Task(dataset=dataset, solver=multiple_choice(cot=True), scorer=choice(), name="gpqamain")
+
+
+def _bfcl() -> Any:
+    from inspect_evals.bfcl import bfcl
+
+    return bfcl(categories="exec_simple")
+
+
+TASKS: dict[str, TaskDef] = {
+    "gsm8k": TaskDef(_gsm8k, settings={"fewshot": 10}),
+    "humaneval": TaskDef(_humaneval),
+    "aime2025": TaskDef(_aime2025),
+    "gpqamain": TaskDef(gpqamain_task, settings={"shuffle_seed": GPQA_SHUFFLE_SEED, "cot": True}),
+    "bfcl": TaskDef(_bfcl, tool_calling=True, settings={"categories": ["exec_simple"]}),
+}

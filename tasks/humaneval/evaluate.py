@@ -1,0 +1,13 @@
+"""HumanEval with inspect_evals' humaneval task; the generated code runs contained (ptb_scorer.contained).
+
+    python evaluate.py [--model-path final_model] [--json-output-file metrics.json]
+                       [--limit N (-1 = all; default 150)] [--max-tokens N (default 4000)]
+                       [--templates-dir templates] [--backend auto|vllm|hf]
+
+The scoring code is ptb_scorer (next to this file), on inspect_ai + inspect_evals.
+"""
+
+from ptb_scorer.cli import run
+
+if __name__ == "__main__":
+    run("humaneval", default_limit=150, default_max_tokens=4000)

@@ -1,0 +1,128 @@
+"""The harness's side of scoring: the plan's template and cache checks, prefetch's dry
+run, and the evaluate stage's contract with ptb_scorer (--base-architecture, offline
+variables, a ladder stopped by PTB_MODEL_INVALID, per-attempt provenance)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, campaign_config, make_workdir, write_config, write_task
+
+from ptb_harness.campaign.cells import Cell
+from ptb_harness.campaign.config import load_config_files
+from ptb_harness.campaign.scoring import base_architecture, check_data, check_templates, missing_data
+from ptb_harness.core.errors import ConfigError, HarnessError
+from ptb_harness.prefetch import prefetch, prefetch_steps
+from ptb_harness.results.outcome import cell_outcome
+from ptb_harness.stages.evaluate import run_evaluate, scorer_report
+
+sys.path.insert(0, str(REPO / "tests"))
+from scorer_fixtures import write_fixture_cache
+
+
+def real_tasks_campaign(tmp_path: Path, arch: str = "LlamaForCausalLM", models: list | None = None) -> Path:
+    wd = make_workdir(tmp_path / "wd")
+    (wd / "models" / "m1" / "config.json").write_text(json.dumps({"architectures": [arch]}))
+    cfg = campaign_config(tasks=["gsm8k", "bfcl"], paths={"tasks_dir": str(REPO / "tasks")})
+    cfg["models"] += models or []
+    write_config(wd, cfg)
+    return wd
+
+
+def load(wd: Path, **site):
+    """The campaign with these site knobs (from a profile's site.yaml, as on a real site)."""
+    profile = wd.parent / "profile"
+    profile.mkdir(exist_ok=True)
+    (profile / "site.yaml").write_text(yaml.safe_dump({"site": site}))
+    return load_config_files(wd, profile)
+
+
+def test_a_base_model_without_a_template_is_a_config_error(tmp_path):
+    wd = real_tasks_campaign(tmp_path, arch="MysteryForCausalLM")
+    with pytest.raises(ConfigError, match=r"models\[0\] \(m1\): architecture MysteryForCausalLM has no chat template"):
+        load_config_files(wd)
+
+
+def test_base_architecture_is_read_from_config_json_not_the_path(tmp_path):
+    wd = real_tasks_campaign(tmp_path, arch="Qwen3ForCausalLM")
+    campaign = load_config_files(wd)
+    assert base_architecture(campaign, "m1") == "Qwen3ForCausalLM"
+    check_templates(campaign)  # qwen3 has a template
+
+
+def test_cache_check_names_what_is_missing_in_one_line(tmp_path):
+    wd = real_tasks_campaign(tmp_path, models=[{"name": "q", "repo_id": "Qwen/Qwen3-1.7B-Base"}])
+    with pytest.raises(ConfigError, match=r"^site.hf_home is unset, and tasks gsm8k, bfcl read datasets offline"):
+        check_data(load(wd))
+    empty = tmp_path / "hf"
+    empty.mkdir()
+    campaign = load(wd, hf_home=str(empty), hf_cache_mode="ro")
+    with pytest.raises(ConfigError) as err:
+        check_data(campaign)
+    line = str(err.value)
+    assert "\n" not in line
+    assert line.startswith(f"HF cache {empty} lacks gsm8k: dataset openai/gsm8k (default-data_dir=main)")
+    assert "bfcl: inspect_evals files BFCL/BFCL_v4_simple_python.json" in line
+    assert "model Qwen/Qwen3-1.7B-Base" in line and line.endswith("run `ptb-harness prefetch` (login node)")
+    assert prefetch(campaign, dry_run=True) == missing_data(campaign)
+
+
+def test_a_filled_cache_passes_and_prefetch_builds_each_task_from_it(tmp_path):
+    hf = write_fixture_cache(tmp_path / "hf", ("gsm8k", "bfcl"))
+    campaign = load(real_tasks_campaign(tmp_path), hf_home=str(hf), hf_cache_mode="ro")
+    assert missing_data(campaign) == []
+    # prefetch's own steps (the tasks' loading code), run offline against the fixture cache
+    said: list[str] = []
+    assert prefetch(campaign, offline=True, say=said.append) == []
+    assert said == [f"prefetch task gsm8k -> {hf}", f"prefetch task bfcl -> {hf}"]
+    assert [w for w, _ in prefetch_steps(campaign)] == ["task gsm8k", "task bfcl"]
+
+
+INVALID_SCORER = """
+    import os, sys
+    print("argv:", " ".join(sys.argv[1:]))
+    print("offline:", os.environ.get("HF_HUB_OFFLINE"), os.environ.get("HF_DATASETS_OFFLINE"))
+    print('PTB_SCORER_INFO {"engine": "hf", "template": {"name": "llama3", "sha256": "ab"}}')
+    print("PTB_MODEL_INVALID: architecture changed from the base model's LlamaForCausalLM to X")
+    sys.exit(3)
+"""
+
+
+def test_model_invalid_stops_the_ladder_and_is_the_agents_failure(tmp_path):
+    wd = make_workdir(tmp_path / "wd")
+    (wd / "models" / "m1" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    ladder = [{"attempts": 2, "max_tokens": 100}, {"attempts": 2, "max_tokens": 50}]
+    write_task(wd, "invalid", INVALID_SCORER, {"evaluate": {"ladder": ladder, "pass_base_architecture": True}})
+    write_config(wd, campaign_config(tasks=["invalid"]))
+    campaign = load_config_files(wd)
+    cell = Cell("exit0", "invalid", "m1", "0.0005", 0, 1)
+    cdir = campaign.cell_dir(cell)
+    (cdir / "final_model").mkdir(parents=True)
+    (cdir / "final_model" / "config.json").write_text("{}")
+    (cdir / "solve.json").write_text(json.dumps({"final_model_files": 1, "description": "exited 0"}))
+    with pytest.raises(HarnessError, match="after 1 attempts of 4"):
+        run_evaluate(
+            campaign, cell, solve_json=cdir / "solve.json", final_model=cdir / "final_model",
+            metrics_json=cdir / "metrics.json",
+        )
+    record = json.loads((cdir / "evaluate.json").read_text())
+    (attempt,) = record["attempts"]
+    assert attempt["problem"].startswith("PTB_MODEL_INVALID: architecture changed")
+    assert attempt["scorer"] == {"engine": "hf", "template": {"name": "llama3", "sha256": "ab"}}
+    assert len(attempt["evaluate_py_sha256"]) == 64
+    log = (cdir / attempt["log"]).read_text()
+    assert "--base-architecture LlamaForCausalLM --max-tokens 100" in log and "offline: 1 1" in log
+    outcome, why, _ = cell_outcome(cdir)
+    assert outcome == "agent_failed" and "architecture changed" in why
+
+
+def test_scorer_report_reads_info_and_the_last_invalid_line(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text('[t] PTB_SCORER_INFO {"a": 1}\n[t] noise\n[t] PTB_MODEL_INVALID: no weights\n')
+    assert scorer_report(log) == ({"a": 1}, "no weights")
+    log.write_text("[t] PTB_SCORER_INFO {broken\n")
+    assert scorer_report(log) == (None, None)
