@@ -129,3 +129,15 @@ def test_vllm_server_that_dies_fails_the_attempt_cleanly(hf_home, tiny_model, tm
     res = evaluate("gsm8k", tiny_model, tmp_path / "m.json", "--backend", "vllm", "--limit", "1", env=env)
     assert res.returncode == 1 and not (tmp_path / "m.json").exists()
     assert res.stdout.strip().splitlines()[-1].startswith("PTB_SCORER_ERROR: ")
+
+
+def test_the_agents_saved_template_is_ignored_and_none_is_needed(hf_home, tiny_model, tmp_path):
+    """The tiny model's tokenizer has no chat template (template-less: scored with ours);
+    here the agent also saved one that would fail if used: it is never applied."""
+    model = copy_model(tiny_model, tmp_path / "final_model")
+    (model / "chat_template.jinja").write_text("{{ raise_exception('the agent template was used') }}")
+    out = tmp_path / "m.json"
+    res = evaluate("aime2025", model, out, "--backend", "hf", "--limit", "1", "--max-tokens", "2")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "the agent template was used" not in res.stdout + res.stderr
+    assert json.loads(out.read_text())["template"]["name"] == "llama3"
