@@ -3,8 +3,7 @@
 The package is layered; imports only point down (``tests/test_layers.py`` enforces it):
 
 1. ``core``: errors and the record files every layer reads and writes.
-   ``graders``: the OpenAI-compatible grader/judge client and the judge's checks (also
-   imported alone by graded tasks' scorers).
+   ``graders``: the judge's checks (its client is ptb_scorer.grader, the graded tasks').
 2. ``runtime``: budgeted processes, the sandbox runtimes, HF cache view, harness snapshot,
    scheduler job.
 3. ``gpu``: the cell's GPUs on NVML: ids, the GPU set, leases, scoped reaping, monitor.

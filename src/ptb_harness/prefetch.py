@@ -12,6 +12,7 @@ check, naming whatever is still missing in one line.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,9 +25,12 @@ from ptb_harness.core.errors import HarnessError
 from ptb_scorer.data import CacheLayout
 
 _BUILD_TASK = "import sys; from ptb_scorer.tasks import TASKS; TASKS[sys.argv[1]].build()"
-_DOWNLOAD_MODEL = (
-    "import sys; from huggingface_hub import snapshot_download; print(snapshot_download(sys.argv[1]))"
+# a graded task's data: plain downloads (`file` datasets) to their place under the HF home
+_FETCH_FILES = (
+    "import json, sys; from ptb_scorer.data import CacheLayout, fetch_file; layout = CacheLayout.from_env()\n"
+    "for spec in json.loads(sys.argv[1]): print(fetch_file(spec, layout))"
 )
+_DOWNLOAD_MODEL = "import sys; from huggingface_hub import snapshot_download; print(snapshot_download(sys.argv[1]))"
 
 
 def cache_env(layout: CacheLayout, base: dict[str, str] | None = None, offline: bool = False) -> dict[str, str]:
@@ -56,7 +60,11 @@ def prefetch_steps(campaign: Campaign) -> list[tuple[str, list[str]]]:
         if m.repo_id
     ]
     for name in campaign.tasks:
-        if campaign.task(name).datasets:
+        datasets = campaign.task(name).datasets
+        files = [d for d in datasets if d["kind"] == "file"]
+        if files:
+            steps.append((f"task {name} files", [sys.executable, "-c", _FETCH_FILES, json.dumps(files)]))
+        if len(files) < len(datasets):
             steps.append((f"task {name}", [sys.executable, "-c", _BUILD_TASK, name]))
     return steps
 

@@ -11,4 +11,7 @@ harness's scoring copy both run it.
 - ``contained``: runs model-written code in a limited child process.
 - ``tasks``: the five benchmarks as inspect Tasks.
 - ``cli``: the evaluate.py command line shared by the tasks.
+- ``grader``: the client of grader models on OpenAI-compatible endpoints (also the harness's judge's).
+- ``arena``, ``rubric``: pairwise (Arena-Hard) and rubric (HealthBench) grading.
+- ``graded``: the graded tasks' evaluate.py: the model answers, a grader model grades.
 """

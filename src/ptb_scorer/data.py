@@ -11,6 +11,7 @@ only, so the harness can import it).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,8 @@ def arrow_builds(spec: dict[str, Any], layout: CacheLayout) -> list[Path]:
 def describe(spec: dict[str, Any]) -> str:
     if spec["kind"] == "hf_dataset":
         return f"dataset {spec['path']} ({config_dir_name(spec)})"
+    if spec["kind"] == "file":
+        return f"file {spec['path']} (from {spec['url']})"
     return f"inspect_evals files {', '.join(spec['files'])}"
 
 
@@ -72,10 +75,26 @@ def missing(spec: dict[str, Any], layout: CacheLayout) -> str | None:
     """What of one dataset entry of a task's info.json is not cached, or None."""
     if spec["kind"] == "hf_dataset":
         return None if arrow_builds(spec, layout) else f"{describe(spec)} not in {layout.datasets}"
+    if spec["kind"] == "file":  # a plain download kept under the HF home (the graded tasks' data)
+        return None if (layout.hf_home / spec["path"]).is_file() else f"{describe(spec)} not in {layout.hf_home}"
     if spec["kind"] == "inspect_evals_cache":
         absent = [f for f in spec["files"] if not (layout.inspect_evals / f).is_file()]
         return f"inspect_evals files {', '.join(absent)} not in {layout.inspect_evals}" if absent else None
     raise ValueError(f"unknown dataset kind {spec['kind']!r}")
+
+
+def fetch_file(spec: dict[str, Any], layout: CacheLayout, timeout_s: float = 300) -> Path:
+    """Download a `file` dataset to its place under the HF home (atomically); for prefetch."""
+    import urllib.request
+
+    dest = layout.hf_home / spec["path"]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+    with urllib.request.urlopen(spec["url"], timeout=timeout_s) as response, open(tmp, "wb") as out:
+        while chunk := response.read(1 << 20):
+            out.write(chunk)
+    tmp.replace(dest)
+    return dest
 
 
 def model_cached(repo_id: str, layout: CacheLayout) -> bool:
@@ -94,6 +113,10 @@ def require(specs: list[dict[str, Any]], layout: CacheLayout | None = None) -> N
 def revision(spec: dict[str, Any], layout: CacheLayout | None = None) -> dict[str, Any]:
     """Which data the cache holds: the hub commit(s) downloaded and the Arrow build read."""
     layout = layout or CacheLayout.from_env()
+    if spec["kind"] == "file":
+        path = layout.hf_home / spec["path"]
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        return {"url": spec["url"], "path": spec["path"], "sha256": digest}
     if spec["kind"] != "hf_dataset":
         return {"source": spec.get("source"), "files": spec["files"]}
     snaps = layout.hub / f"datasets--{spec['path'].replace('/', '--')}" / "snapshots"

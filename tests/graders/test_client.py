@@ -9,7 +9,7 @@ import time
 import pytest
 from grader_standin import StandInGrader
 
-from ptb_harness.graders.client import (
+from ptb_scorer.grader import (
     GRADER_ENV,
     Endpoint,
     GraderClient,

@@ -9,8 +9,8 @@ import math
 import pytest
 from grader_standin import StandInGrader
 
-from ptb_harness.graders import arena, rubric
-from ptb_harness.graders.client import Endpoint, GraderClient, GraderUnavailable
+from ptb_scorer import arena, rubric
+from ptb_scorer.grader import Endpoint, GraderClient, GraderUnavailable
 
 
 def client(url: str, **kw) -> GraderClient:

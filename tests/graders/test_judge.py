@@ -53,7 +53,7 @@ def clean_answer(req):
     return ("answer", CLEAN)
 
 
-def judged_cell(tmp_path: Path, url: str, *, train_file: str, final_config: dict, **judge) -> tuple:
+def judged_cell(tmp_path: Path, url: str, *, train_file: str, final_config: dict, site=None, **judge) -> tuple:
     root = make_workdir(tmp_path / "campaign")
     (root / "models" / "m1" / "config.json").write_text(json.dumps(BASE_CONFIG))
     (root / "models" / "m1-instruct").mkdir()
@@ -68,6 +68,8 @@ def judged_cell(tmp_path: Path, url: str, *, train_file: str, final_config: dict
         tasks=["graded"],
         judge={"enabled": True, "endpoint": endpoint, "instruct_variants": {"m1": ["models/m1-instruct"]}, **judge},
     )
+    if site:
+        cfg["site"] = site
     write_config(root, cfg)
     campaign = load_config_files(root)
     cell = Cell("exit0", "graded", "m1", "0.0005", 0, 1)
@@ -240,3 +242,30 @@ def test_hosted_api_calls_in_the_agents_code_reach_the_judge_as_evidence(tmp_pat
     (mention,) = record["checks"]["hosted_api_mentions"]
     assert mention["file"] == "gen.py" and "chat.completions.create" in mention["line"]
     assert "hosted_api_mentions" in server.requests[0].text
+
+
+def test_the_real_gsm8k_test_set_from_the_hf_cache(tmp_path: Path, monkeypatch):
+    """The judge reads gsm8k's test split as the task's info.json names it, offline from a
+    fixture Arrow cache (tests/scorer_fixtures.py), and finds a copied question."""
+    from conftest import REPO
+    from scorer_fixtures import GSM8K_TEST, write_fixture_cache
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hf = write_fixture_cache(tmp_path / "hf", ("gsm8k",))
+    copied = OWN_DATA + json.dumps({"q": GSM8K_TEST[0]["question"] + " " + GSM8K_TEST[1]["question"]}) + "\n"
+    with StandInGrader(default=clean_answer) as server:
+        campaign, cell, cdir = judged_cell(
+            tmp_path,
+            server.base_url,
+            train_file=copied,
+            final_config=BASE_CONFIG,
+            site={"hf_home": str(hf)},
+            max_contaminated_samples=1,
+        )
+        info = json.loads((REPO / "tasks" / "gsm8k" / "info.json").read_text())
+        (campaign.task_dir("graded") / "info.json").write_text(json.dumps({"judge": info["judge"]}))
+        record = judge(campaign, cell, cdir)
+    ngram = record["checks"]["ngram_overlap"]
+    assert ngram["test_samples"] == len(GSM8K_TEST)
+    assert record["verdict"] == "flagged" and ngram["contaminated_samples"] == 2

@@ -22,7 +22,7 @@ KEY = "sk-planted-grader-key-0123456789abcdef"
 GRADED_EVALUATE = f"""
     import argparse, json, os, sys
     sys.path.insert(0, {str(REPO / "src")!r})  # the tree under test (the sandbox drops PYTHONPATH)
-    from ptb_harness.graders.client import Endpoint, GraderClient, GraderUnavailable, fail_attempt
+    from ptb_scorer.grader import Endpoint, GraderClient, GraderUnavailable, fail_attempt
     ap = argparse.ArgumentParser()
     ap.add_argument("--model-path"); ap.add_argument("--json-output-file"); ap.add_argument("--max-tokens")
     a = ap.parse_args()

@@ -58,6 +58,8 @@ TASKS = {  # task: (agent-side default limit, first cap)
     "gpqamain": (50, 16000),
     "aime2025": (-1, 16000),
     "bfcl": (-1, 16000),
+    "arenahardwriting": (32, 16384),
+    "healthbench": (32, 16384),
 }
 
 

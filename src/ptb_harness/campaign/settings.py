@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from ptb_harness.campaign.agents import AgentEntry, parse_agent_entries
 from ptb_harness.campaign.cells import Campaign, Model, check_name, format_hours, load_campaign_file
 from ptb_harness.core.errors import ConfigError
-from ptb_harness.graders.client import Endpoint, GraderConfigError
 from ptb_harness.runtime.hf_cache import HfCacheSettings
 from ptb_harness.runtime.sandbox_settings import Bind, RuntimeSettings
+from ptb_scorer.grader import Endpoint, GraderConfigError
 
 T = TypeVar("T")
 

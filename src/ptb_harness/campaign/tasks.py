@@ -104,7 +104,8 @@ def load_task(task_dir: Path) -> TaskSpec:
     datasets = info.get("datasets", [])
     if not isinstance(datasets, list) or not all(_dataset_entry(d) for d in datasets):
         raise ConfigError(
-            f"{info_path}: datasets: a list of {{kind: hf_dataset, path, ...}} or {{kind: inspect_evals_cache, files}}"
+            f"{info_path}: datasets: a list of {{kind: hf_dataset, path, ...}}, {{kind: inspect_evals_cache, files}}"
+            " or {kind: file, url, path, role}"
         )
     bench_file = task_dir / "benchmark.txt"
     benchmark = bench_file.read_text(encoding="utf-8").strip() if bench_file.exists() else task_dir.name
@@ -129,4 +130,7 @@ def _dataset_entry(d: Any) -> bool:
         return isinstance(d.get("path"), str) and "/" in d["path"]
     if d.get("kind") == "inspect_evals_cache":
         return isinstance(d.get("files"), list) and all(isinstance(f, str) and ".." not in f for f in d["files"])
+    if d.get("kind") == "file":  # a download kept under the HF home (the graded tasks' data)
+        fields = (d.get("url"), d.get("path"), d.get("role"))
+        return all(isinstance(v, str) and v for v in fields) and ".." not in d["path"] and not d["path"].startswith("/")
     return False

@@ -1,3 +1,3 @@
-"""Grader and judge models on OpenAI-compatible endpoints: the client (``client``) that
-graded tasks' scorers and the judge stage share, and the judge's checks (``judge``).
-Imports nothing of the harness above ``core``, so a scorer can import it alone."""
+"""The judge's checks (``judge``): n-gram overlap, model identity, hosted-API mentions,
+the judge model's prompt and verdict. Its client is the scorer library's
+(``ptb_scorer.grader``), the one the graded tasks use too."""

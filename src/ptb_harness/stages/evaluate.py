@@ -34,12 +34,12 @@ from ptb_harness.gpu.cellset import GpuSet, job_gpu_set
 from ptb_harness.gpu.monitor import GpuMonitor
 from ptb_harness.gpu.nvml import load_nvml
 from ptb_harness.gpu.reap import ReapHost, ReapPolicy, reap
-from ptb_harness.graders.client import GRADER_ENV, grader_failure
 from ptb_harness.runtime.hf_cache import hf_cache_view
 from ptb_harness.runtime.procs import describe, iso_utc, utc_stamp
 from ptb_harness.runtime.sandbox import Bind, LaunchRequest, Sandbox
 from ptb_harness.runtime.snapshot import provenance
 from ptb_harness.stages.provenance import cell_provenance, scorer_versions, versions_command
+from ptb_scorer.grader import GRADER_ENV, grader_failure
 
 log = logging.getLogger("ptb_harness.stages.evaluate")
 

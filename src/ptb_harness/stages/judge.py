@@ -21,7 +21,6 @@ from typing import Any
 from ptb_harness.campaign.agents import allowed_env_names
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.core.records import atomic_write_json, read_json_dict
-from ptb_harness.graders.client import GraderClient, GraderUnavailable
 from ptb_harness.graders.judge import (
     SYSTEM_PROMPT,
     build_prompt,
@@ -34,6 +33,7 @@ from ptb_harness.graders.judge import (
 from ptb_harness.runtime.procs import iso_utc
 from ptb_harness.stages.agent_files import AGENT_FILES_DIR, AGENT_FILES_RECORD
 from ptb_harness.traces.redact import Redactor, secrets_from_env
+from ptb_scorer.grader import GraderClient, GraderUnavailable
 
 log = logging.getLogger("ptb_harness.stages.judge")
 
@@ -65,11 +65,7 @@ def read_test_set(task_dir: Path, info: Mapping[str, Any], hf_home: str | None) 
         except OSError as e:
             raise JudgeInputError(f"test set {path}: {e.strerror}") from None
         try:
-            rows = (
-                [json.loads(ln) for ln in text.splitlines() if ln.strip()]
-                if path.suffix == ".jsonl"
-                else json.loads(text)
-            )
+            rows = _json_records(text)
         except ValueError as e:
             raise JudgeInputError(f"test set {path}: not valid JSON ({e})") from None
     elif "hf_dataset" in spec:
@@ -95,6 +91,15 @@ def read_test_set(task_dir: Path, info: Mapping[str, Any], hf_home: str | None) 
     if not isinstance(rows, list):
         raise JudgeInputError("test set: not a list of records")
     return [" ".join(str(r.get(f, "")) for f in fields) for r in rows if isinstance(r, dict)]
+
+
+def _json_records(text: str) -> list:
+    """A JSON list, or JSON lines (whatever the file's suffix: BFCL's .json files are lines)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+    return data if isinstance(data, list) else [data]
 
 
 def _config_of(ref: str, workdir: Path, hf_home: str | None) -> dict | None:

@@ -9,7 +9,7 @@ Arena-Hard; 1 otherwise). A question's score is the weighted mean of its two gam
 accuracy is the mean over questions (the candidate's win rate against the baseline),
 with its standard error. A question with an unparsable game is left out and counted.
 
-Standard library only, plus the grader client (same package): scorers import it alone.
+Standard library only, plus the grader client (ptb_scorer.grader).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .client import GraderClient, GraderUnavailable
+from ptb_scorer.grader import GraderClient, GraderUnavailable
 
 STRONG_WEIGHT = 3
 _LABEL = re.compile(r"\[\[\s*(A\s*>>\s*B|A\s*>\s*B|A\s*=\s*B|B\s*>\s*A|B\s*>>\s*A)\s*\]\]")

@@ -8,7 +8,7 @@ error. ``by_theme`` scores the examples of each example-level tag (``theme:...``
 ``by_axis`` scores, over all examples, only the rubric items of each item-level tag
 (``axis:...``), each clipped the same way.
 
-Standard library only, plus the grader client (same package): scorers import it alone.
+Standard library only, plus the grader client (ptb_scorer.grader).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .client import GraderClient, GraderUnavailable
+from ptb_scorer.grader import GraderClient, GraderUnavailable
 
 GRADER_TEMPLATE = """You grade one reply of an AI assistant in a conversation against ONE rubric
 criterion. Read the conversation, the reply and the criterion, then answer with a JSON

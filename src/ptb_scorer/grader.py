@@ -2,7 +2,8 @@
 endpoint (OpenAI, OpenRouter, a local vLLM server, ...).
 
 One client serves the graded tasks' scorers (arenahardwriting, healthbench, run inside
-the scorer sandbox) and the judge stage. It:
+the scorer sandbox) and the harness's judge stage: it is part of the scorer library (no
+ptb_harness import; the harness imports it, as it does ptb_scorer.data). It:
 
 - reads the endpoint from an :class:`Endpoint` (no secret in it: it names the variable
   that holds the key, and the key is read from the environment at call time);
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 GRADER_ENV = "PTB_GRADER"
 #: The line a scorer prints when its grader failed, so the harness can name the reason.
 GRADER_FAILED_MARK = "PTB_GRADER_FAILED:"
+#: exit status of a scorer whose grader failed (ptb_scorer.cli uses 1-3)
+EXIT_GRADER_FAILED = 4
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -349,4 +352,4 @@ def fail_attempt(error: GraderUnavailable) -> None:
     import sys
 
     print(f"{GRADER_FAILED_MARK} {error}", flush=True)
-    sys.exit(3)
+    sys.exit(EXIT_GRADER_FAILED)

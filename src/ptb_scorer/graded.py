@@ -1,0 +1,236 @@
+"""The graded tasks' evaluate.py: the candidate model answers (inspect_ai on vLLM or
+transformers, as every task), then a grader model grades the answers
+(:mod:`ptb_scorer.arena` pairwise against baseline answers, :mod:`ptb_scorer.rubric`
+against each example's rubric) through :mod:`ptb_scorer.grader`.
+
+    python evaluate.py [--model-path DIR] [--json-output-file FILE] [--limit N (-1 = all; default 32)]
+                       [--templates-dir DIR] [--max-new-tokens N] [--backend auto|vllm|hf]
+                       [--base-architecture ARCH]
+
+The grader's endpoint comes from the harness (``PTB_GRADER``, the key in the variable it
+names), only in the evaluate stage: an agent running evaluate.py has no grader and is
+told so. Failures print one line: ``PTB_MODEL_INVALID: why`` (exit 3, the model's fault),
+``PTB_GRADER_FAILED: why`` (exit 4: the grader did not answer, an infrastructure
+failure, never a score), ``PTB_SCORER_ERROR: why`` (exit 2 data missing, 1 otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ptb_scorer import arena, data, rubric
+from ptb_scorer.grader import Endpoint, GraderClient, GraderUnavailable, fail_attempt
+from ptb_scorer.model import CheckedModel, ModelInvalid, check_loadable, check_model
+
+EXIT_MODEL_INVALID = 3
+EXIT_DATA_MISSING = 2
+#: the seed of the question order (upstream shuffles with 42 before taking --limit)
+QUESTION_SEED = 42
+_THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.S)
+
+
+def file_path(spec: dict[str, Any]) -> Path:
+    """Where a `file` dataset of info.json lies in the HF home (ptb-harness prefetch puts it there)."""
+    return data.CacheLayout.from_env().hf_home / spec["path"]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# -- the tasks ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Item:
+    uid: str
+    conversation: list[dict[str, str]]
+    payload: Any
+
+
+def arena_items(files: dict[str, Path]) -> list[Item]:
+    """Creative-writing questions with the baseline model's answers."""
+    baseline = {r["uid"]: r for r in read_jsonl(files["baseline"])}
+    items = []
+    for q in read_jsonl(files["questions"]):
+        if q.get("category", "creative_writing") != "creative_writing" or q["uid"] not in baseline:
+            continue
+        answer = baseline[q["uid"]]["messages"][-1]["content"]
+        answer = answer.get("answer", "") if isinstance(answer, dict) else str(answer)
+        items.append(
+            Item(q["uid"], [{"role": "user", "content": q["prompt"]}], arena.Question(q["uid"], q["prompt"], answer))
+        )
+    return items
+
+
+def healthbench_items(files: dict[str, Path]) -> list[Item]:
+    items = []
+    for rec in read_jsonl(files["examples"]):
+        ex = rubric.Example.from_record(rec)
+        items.append(Item(ex.uid, list(ex.conversation), ex))
+    return items
+
+
+@dataclass(frozen=True)
+class GradedDef:
+    items: Callable[[dict[str, Path]], list[Item]]
+    grade: Callable[[GraderClient, list[Item], dict[str, str]], dict[str, Any]]
+    settings: dict[str, Any]
+
+
+def _grade_arena(client: GraderClient, items: list[Item], answers: dict[str, str]) -> dict[str, Any]:
+    return arena.grade(client, [i.payload for i in items], answers, max_tokens=8192)
+
+
+def _grade_healthbench(client: GraderClient, items: list[Item], answers: dict[str, str]) -> dict[str, Any]:
+    return rubric.grade(client, [i.payload for i in items], answers, max_tokens=2048)
+
+
+GRADED: dict[str, GradedDef] = {
+    "arenahardwriting": GradedDef(arena_items, _grade_arena, {"pairwise": "both orders", "strong_weight": 3}),
+    "healthbench": GradedDef(healthbench_items, _grade_healthbench, {"grading": "rubric"}),
+}
+
+
+# -- the candidate's answers --------------------------------------------------------------------
+def generate(checked: CheckedModel, backend: str, items: list[Item], max_tokens: int) -> dict[str, str]:
+    """The model's answer to every item (uid -> text; a leading <think> block removed)."""
+    from inspect_ai import Task
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.log import read_eval_log
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
+    from inspect_ai.scorer import Score, Target, accuracy, scorer
+    from inspect_ai.solver import TaskState
+    from inspect_ai.solver import generate as generate_solver
+
+    from ptb_scorer import engine
+
+    kinds = {"user": ChatMessageUser, "assistant": ChatMessageAssistant, "system": ChatMessageSystem}
+
+    @scorer(metrics=[accuracy()])
+    def answered() -> Any:
+        async def score(state: TaskState, target: Target) -> Score:
+            return Score(value=1 if state.output.completion.strip() else 0)
+
+        return score
+
+    samples = [Sample(id=i.uid, input=[kinds[m["role"]](content=m["content"]) for m in i.conversation]) for i in items]
+    spec = engine.engine_spec(backend, checked, max_tokens=max_tokens)
+    task = Task(dataset=MemoryDataset(samples), solver=generate_solver(), scorer=answered(), name="answers")
+    logs = inspect_eval(
+        task,
+        model=spec.model,
+        model_args=spec.model_args,
+        log_dir=tempfile.mkdtemp(prefix="ptb-inspect-logs-"),
+        log_format="json",
+        display="plain",
+        fail_on_error=True,
+        retry_on_error=0,
+        **spec.generate,
+    )
+    log = logs[0]
+    if log.status != "success":
+        err = log.error.message.strip().splitlines()[-1][:300] if log.error else "no error recorded"
+        raise engine.EngineFailed(f"inspect eval ended with status {log.status!r}: {err}")
+    full = read_eval_log(log.location)
+    answers = {str(s.id): _THINK.sub("", s.output.completion) for s in full.samples or []}
+    missing = [i.uid for i in items if i.uid not in answers]
+    if missing:
+        raise engine.EngineFailed(f"no answer for {len(missing)} item(s), e.g. {missing[0]}")
+    return answers
+
+
+# -- the command line ---------------------------------------------------------------------------
+def parser(name: str, default_limit: int, default_max_tokens: int, here: Path) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="evaluate.py", description=f"Score a model on {name} (graded by a model).")
+    ap.add_argument("--model-path", default="final_model", help="the model to score (Hugging Face format)")
+    ap.add_argument("--json-output-file", default="metrics.json", help="where the metrics go")
+    ap.add_argument("--limit", type=int, default=default_limit, help="questions to score; -1 = all")
+    ap.add_argument("--templates-dir", type=Path, default=here / "templates", help="chat templates (templates/)")
+    ap.add_argument("--max-new-tokens", type=int, default=default_max_tokens, help="cap on the answers' tokens")
+    ap.add_argument("--backend", choices=("auto", "vllm", "hf"), default="auto", help="auto: vLLM on a GPU, else hf")
+    ap.add_argument("--base-architecture", help="the base model's architecture (the harness passes it)")
+    return ap
+
+
+def main(name: str, *, default_limit: int, default_max_tokens: int, argv: list[str] | None = None) -> int:
+    here = Path(sys.argv[0]).resolve().parent
+    args = parser(name, default_limit, default_max_tokens, here).parse_args(argv)
+    info = json.loads((here / "info.json").read_text())
+    print(f"{name}: max_new_tokens={args.max_new_tokens} limit={args.limit} backend={args.backend}", flush=True)
+    try:
+        return _score(name, args, info.get("datasets", []))
+    except ModelInvalid as e:
+        print(f"PTB_MODEL_INVALID: {e}", flush=True)
+        return EXIT_MODEL_INVALID
+    except data.DataMissing as e:
+        print(f"PTB_SCORER_ERROR: dataset missing: {e}", flush=True)
+        return EXIT_DATA_MISSING
+    except GraderUnavailable as e:
+        fail_attempt(e)
+        return 4  # not reached: fail_attempt exits
+    except Exception as e:  # an unknown failure: the traceback helps, then one line
+        traceback.print_exc()
+        why = str(e).strip().splitlines()[-1][:300] if str(e).strip() else ""
+        print(f"PTB_SCORER_ERROR: {type(e).__name__}: {why}", flush=True)
+        return 1
+
+
+def _score(name: str, args: argparse.Namespace, datasets: list[dict[str, Any]]) -> int:
+    from ptb_scorer import engine
+
+    graded = GRADED[name]
+    # the grader first: an agent (or a harness without one) learns it before any GPU work
+    endpoint = Endpoint.from_environ()
+    if endpoint is None:
+        raise GraderUnavailable(
+            "no grader endpoint (PTB_GRADER is unset): graded tasks are scored in the harness's evaluate stage, "
+            "which hands the scorer the campaign's grader"
+        )
+    checked = check_model(Path(args.model_path), args.templates_dir, args.base_architecture)
+    check_loadable(checked.path)
+    data.require(datasets)
+    files = {d["role"]: file_path(d) for d in datasets if d["kind"] == "file"}
+    items = graded.items(files)
+    random.Random(QUESTION_SEED).shuffle(items)
+    if args.limit >= 0:
+        items = items[: args.limit]
+    backend = engine.choose_backend(args.backend)
+    versions = engine.versions()
+    record = {
+        "task": name,
+        "max_new_tokens": args.max_new_tokens,
+        "limit": args.limit,
+        "engine": backend,
+        "engine_version": versions.get("vllm" if backend == "vllm" else "transformers"),
+        "versions": versions,
+        "architecture": checked.architecture,
+        "template": {"name": checked.template.name, "sha256": checked.template.sha256},
+        "datasets": [data.revision(d) for d in datasets],
+        "question_seed": QUESTION_SEED,
+        **graded.settings,
+    }
+    print("PTB_SCORER_INFO " + json.dumps(record, sort_keys=True), flush=True)
+    answers = generate(checked, backend, items, args.max_new_tokens)
+    with GraderClient(endpoint) as client:
+        try:
+            metrics = graded.grade(client, items, answers)
+        finally:
+            usage = client.usage()
+            print(f"{name}: grader {usage['requests']} requests, {usage['retries']} retries", flush=True)
+    engine.write_json_atomic(Path(args.json_output_file), {**record, **metrics, "grader": usage})
+    print(f"{name}: accuracy={metrics['accuracy']} n_examples={metrics['n_examples']}", flush=True)
+    return 0
+
+
+def run(name: str, *, default_limit: int, default_max_tokens: int) -> None:
+    sys.exit(main(name, default_limit=default_limit, default_max_tokens=default_max_tokens))
