@@ -23,6 +23,12 @@ if ! command -v fuse-overlayfs >/dev/null && command -v apt-get >/dev/null && [ 
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse-overlayfs fuse3) >/dev/null \
         || echo "setup: could not install fuse-overlayfs (only the overlay cache mode needs it)" >&2
 fi
+# Node.js and npm: `ptb-harness setup-agents` installs the agent CLIs with them (the demo
+# does not need them)
+if ! command -v npm >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm) >/dev/null \
+        || echo "setup: could not install nodejs/npm (only the agent CLIs need them)" >&2
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[demo,test]"
