@@ -173,7 +173,7 @@ def _setup_agents(args: argparse.Namespace) -> int:
 
 def _run(argv: list[str]) -> int:
     """`ptb-harness run [--workdir D] SNAKEMAKE_ARGS...`: Snakemake from a frozen snapshot."""
-    from ptb_harness.runtime.snapshot import GIT_ENV, git_state, make_snapshot
+    from ptb_harness.runtime.snapshot import GIT_ENV, SNAPSHOT_ENV, git_state, make_snapshot
 
     parser = argparse.ArgumentParser(prog="ptb-harness run", description=_run.__doc__)
     parser.add_argument("--workdir", default=".", help="the campaign's working directory (default: .)")
@@ -183,6 +183,7 @@ def _run(argv: list[str]) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(snap / "src"), env.get("PYTHONPATH", "")) if p)
     env[GIT_ENV] = git_state() or ""
+    env[SNAPSHOT_ENV] = str(snap)
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snap / "Snakefile"), "--directory", str(workdir)]
     print(f"ptb-harness run: harness {snap.name} (git {env[GIT_ENV] or 'n/a'}) from {snap}", file=sys.stderr)
     os.execve(sys.executable, [*cmd, *snakemake_args], env)

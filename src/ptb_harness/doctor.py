@@ -56,10 +56,17 @@ def _writable(directory: Path) -> str | None:
     return None
 
 
-def check_runtime(site: Site) -> Check:
+def check_runtime(site: Site, host_env: Mapping[str, str] | None = None) -> Check:
     runtime = site.runtime
     if runtime.runtime == "none":
-        return Check("runtime", True, "none (clean host subprocess); apptainer not needed")
+        return Check(
+            "runtime",
+            True,
+            "none: for TRUSTED agents only (the agent runs as you, unconfined: it can read and write "
+            "everything you can, see and signal the harness); use bwrap or apptainer for any other",
+        )
+    if runtime.runtime == "bwrap":
+        return check_bwrap(site, os.environ if host_env is None else host_env)
     exe = shutil.which(runtime.apptainer)
     version = _version([exe, "--version"]) if exe else None
     if version is None:
@@ -70,6 +77,39 @@ def check_runtime(site: Site) -> Check:
             "install apptainer, set site.apptainer to its path, or use site.runtime: none",
         )
     return Check("runtime", True, f"apptainer at {exe}: {version}")
+
+
+def check_bwrap(site: Site, host_env: Mapping[str, str]) -> Check:
+    """bubblewrap found, and the kernel lets it make the sandbox the harness uses."""
+    from ptb_harness.runtime.sandbox import LaunchRequest, Sandbox
+
+    name = site.runtime.bwrap
+    exe = shutil.which(name, path=host_env.get("PATH", os.defpath))
+    if exe is None:
+        return Check("runtime", False, f"bwrap: '{name}' not found", "apt-get install -y bubblewrap, or set site.bwrap")
+    with tempfile.TemporaryDirectory(prefix="ptb-doctor-") as d:
+        home, tmp = Path(d, "home"), Path(d, "tmp")
+        (home / "task").mkdir(parents=True)
+        tmp.mkdir()
+        request = LaunchRequest(role="agent", command=["true"], job_home=home, job_tmp=tmp, workdir="task", env={})
+        launch = Sandbox(site.runtime, host_env).launch(request)
+        try:
+            res = subprocess.run(
+                launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=20
+            )
+            why = (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
+            ok = res.returncode == 0
+        except (OSError, subprocess.TimeoutExpired) as e:
+            ok, why = False, str(e)
+    if not ok:
+        return Check(
+            "runtime",
+            False,
+            f"bwrap at {exe} cannot make a sandbox here: {why}",
+            "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
+            "user.max_user_namespaces>0) or use site.runtime: apptainer",
+        )
+    return Check("runtime", True, f"bwrap at {exe}: sandbox with its own PID namespace works")
 
 
 def check_images(site: Site) -> list[Check]:
@@ -108,6 +148,13 @@ def check_hf_cache(site: Site) -> Check:
     home, mode = site.hf_cache.home, site.hf_cache.mode
     if home is None or mode == "none":
         return Check("hf_cache", True, "no shared Hugging Face cache; each cell starts with an empty one")
+    if site.runtime.runtime == "none" and mode == "ro":
+        return Check(
+            "hf_cache",
+            False,
+            "hf_cache_mode ro is not enforced under runtime none (the agent can write the shared cache)",
+            "use site.runtime: bwrap or apptainer, or hf_cache_mode: overlay",
+        )
     if not home.is_dir():
         return Check(
             "hf_cache", False, f"site.hf_home {home} is not a directory", "point site.hf_home at the shared HF home"
@@ -160,27 +207,12 @@ def check_results_dir(campaign: Campaign) -> Check:
 
 
 def check_host_cache_vars(host_env: Mapping[str, str]) -> list[Check]:
-    checks = []
-    for name in SHADOWING_VARS:
-        value = host_env.get(name)
-        if value is None:
-            continue
-        if name == "XDG_CACHE_HOME" and not Path(value).is_dir():
-            checks.append(
-                Check(
-                    "host " + name,
-                    False,
-                    f"set to {value}, which does not exist: vLLM/triton caches would land in the sandbox's tmpfs",
-                    f"mkdir -p {value}, or unset XDG_CACHE_HOME",
-                )
-            )
-        elif name == "XDG_CACHE_HOME":
-            checks.append(Check("host " + name, True, f"{value} exists: bound into sandboxes and named there"))
-        else:
-            checks.append(
-                Check("host " + name, True, f"set to {value}; the harness sets all HF cache variables itself")
-            )
-    return checks
+    """Host cache variables never reach a sandbox: the harness names its own."""
+    return [
+        Check("host " + name, True, f"set to {host_env[name]}; the harness sets its own inside sandboxes")
+        for name in SHADOWING_VARS
+        if name in host_env
+    ]
 
 
 #: Where containers/agent.def installs the pinned agent CLIs inside the agent image.
@@ -233,7 +265,7 @@ def run_checks(campaign: Campaign, host_env: Mapping[str, str] | None = None) ->
     host_env = dict(os.environ if host_env is None else host_env)
     site = campaign.settings.site
     steps: list[Callable[[], Check | list[Check]]] = [
-        lambda: check_runtime(site),
+        lambda: check_runtime(site, host_env),
         lambda: check_images(site),
         lambda: check_nvccli(site),
         lambda: check_hf_cache(site),

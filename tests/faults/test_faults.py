@@ -327,12 +327,17 @@ def test_13_hand_edits_between_runs(workdir):
     (run2 / "solve.json").unlink()
     seen = outcomes(workdir)
     assert seen["exit0/fake/m1/1"][0] == "pending" and "not scored yet" in seen["exit0/fake/m1/1"][1]
-    assert seen["exit0/fake/m1/2"][0] == "scored"  # its metrics.json is still there
+    # a score only counts with the records that vouch for it
+    assert seen["exit0/fake/m1/2"] == (
+        "infra_failed",
+        "records disagree (tampered or edited by hand): metrics.json without solve.json",
+    )
     solve1 = (run1 / "solve.json").read_bytes()
     dry = snakemake(workdir, "-n")
-    # run 1 is rescored; run 2 keeps its score: a lost record never redoes a 10-hour solve
+    # a plain rerun rescores run 1 and never redoes a 10-hour solve on its own
     assert "evaluate        1" in dry.stdout and "\nsolve " not in dry.stdout, dry.stdout
     assert snakemake(workdir).returncode == 0
     assert (run1 / "solve.json").read_bytes() == solve1  # run 1's solve kept
     assert not (run2 / "solve.json").exists()
-    assert all(o == "scored" for o, _ in outcomes(workdir).values())
+    assert outcomes(workdir)["exit0/fake/m1/1"][0] == "scored"
+    assert outcomes(workdir)["exit0/fake/m1/2"][0] == "infra_failed"

@@ -70,7 +70,6 @@ def test_nvccli_only_matters_when_isolating():
 def test_hf_cache_modes(tmp_path):
     assert check_hf_cache(typed(SITE)).ok
     assert not check_hf_cache(typed({**SITE, "hf_home": str(tmp_path / "nope")})).ok
-    assert check_hf_cache(typed({**SITE, "hf_home": str(tmp_path), "hf_cache_mode": "ro"})).ok
     overlay = check_hf_cache(typed({**SITE, "hf_home": str(tmp_path), "hf_cache_mode": "overlay"}))
     assert overlay.ok == (Path("/dev/fuse").exists() and bool(__import__("shutil").which("fuse-overlayfs")))
 
@@ -93,9 +92,26 @@ def test_tmp_root_space_and_writability(tmp_path):
 def test_host_cache_variables(tmp_path):
     checks = check_host_cache_vars({"HUGGINGFACE_HUB_CACHE": "/x", "XDG_CACHE_HOME": str(tmp_path / "missing")})
     by_name = {c.name: c for c in checks}
-    assert by_name["host HUGGINGFACE_HUB_CACHE"].ok
-    assert not by_name["host XDG_CACHE_HOME"].ok and "mkdir -p" in by_name["host XDG_CACHE_HOME"].fix
-    assert check_host_cache_vars({"XDG_CACHE_HOME": str(tmp_path)})[0].ok
+    # never bound or passed: the sandbox's caches live in its own HOME
+    assert by_name["host HUGGINGFACE_HUB_CACHE"].ok and by_name["host XDG_CACHE_HOME"].ok
+
+
+def test_runtime_none_says_trusted_only_and_ro_cache_is_not_enforced_there(tmp_path):
+    assert "TRUSTED agents only" in check_runtime(typed(SITE)).detail
+    unenforced = check_hf_cache(typed({**SITE, "hf_home": str(tmp_path), "hf_cache_mode": "ro"}))
+    assert not unenforced.ok and "not enforced" in unenforced.detail
+    assert check_hf_cache(typed({**SITE, "runtime": "bwrap", "hf_home": str(tmp_path), "hf_cache_mode": "ro"})).ok
+
+
+def test_runtime_bwrap_really_makes_a_sandbox_here():
+    site = {**SITE, "runtime": "bwrap", "bwrap": "bwrap"}
+    check = check_runtime(typed(site))
+    assert check.ok, check.line()
+    missing = check_runtime(typed({**site, "bwrap": "bwrap-not-installed"}))
+    assert not missing.ok and "apt-get install -y bubblewrap" in missing.fix
+    # a bwrap the kernel refuses: a stand-in that fails as bwrap does without user namespaces
+    refused = check_runtime(typed({**site, "bwrap": "false"}))
+    assert not refused.ok and len(refused.line().splitlines()) == 1 and "user namespaces" in refused.fix
 
 
 def run_doctor(workdir: Path, profile: Path) -> subprocess.CompletedProcess:
@@ -112,8 +128,7 @@ def test_doctor_command_passes_for_local_and_fails_for_an_apptainer_site(tmp_pat
     ok = run_doctor(workdir, REPO / "profiles" / "local")
     lines = ok.stdout.splitlines()
     assert any(line.startswith("OK   runtime: none") for line in lines)
-    # the planted XDG_CACHE_HOME does not exist: that one check fails, with its fix
-    assert ok.returncode == 1 and "FAIL host XDG_CACHE_HOME" in ok.stdout
+    assert ok.returncode == 0, ok.stdout
 
     profile = tmp_path / "cluster"
     profile.mkdir()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -25,15 +26,41 @@ SLURM_GONE = {**ELSEWHERE, "scheduler": {"SLURM_JOB_ID": "99"}}
 EV_RUNNING = {**ME, "stage": "evaluate"}
 EV_DEAD = {**DEAD, "stage": "evaluate"}
 
+
+def scored(solve: dict, acc: float, **kw) -> CellRecords:
+    """The records of a cell the evaluate stage scored: evaluate.json vouches for metrics.json."""
+    evaluate = {"status": "scored", "accuracy": acc, "metrics_sha256": "ab12"}
+    return CellRecords(solve=solve, metrics={"accuracy": acc}, metrics_sha256="ab12", evaluate=evaluate, **kw)
+
+
 CASES = [
     # id, records, outcome, evidence fragment
     ("nothing yet", CellRecords(), "pending", "not solved yet"),
-    ("scored", CellRecords(solve=SOLVED, metrics={"accuracy": 0.5}), "scored", "accuracy 0.5"),
+    ("scored", scored(SOLVED, 0.5), "scored", "accuracy 0.5"),
+    ("scored even if the agent failed", scored(SOLVED_FAILING_AGENT, 0.1), "scored", ""),
     (
-        "scored even if the agent failed",
-        CellRecords(solve=SOLVED_FAILING_AGENT, metrics={"accuracy": 0.1}),
-        "scored",
-        "",
+        "forged metrics, no evaluate.json",
+        CellRecords(solve=SOLVED, metrics={"accuracy": 1.0}, metrics_sha256="ff"),
+        "infra_failed",
+        "records disagree (tampered or edited by hand): metrics.json without evaluate.json",
+    ),
+    (
+        "metrics replaced after scoring",
+        CellRecords(**{**scored(SOLVED, 0.5).__dict__, "metrics": {"accuracy": 1.0}, "metrics_sha256": "ff"}),
+        "infra_failed",
+        "sha256 differs",
+    ),
+    (
+        "metrics without solve.json",
+        CellRecords(**{**scored(SOLVED, 0.5).__dict__, "solve": None}),
+        "infra_failed",
+        "without solve.json",
+    ),
+    (
+        "evaluate.json edited to another accuracy",
+        CellRecords(**{**scored(SOLVED, 0.5).__dict__, "metrics": {"accuracy": 0.9}}),
+        "infra_failed",
+        "accuracy 0.9",
     ),
     ("corrupt metrics", CellRecords(solve=SOLVED, metrics_problem="not valid JSON"), "infra_failed", "invalid"),
     (
@@ -106,7 +133,7 @@ CASES = [
     ),
     (
         "rerun after a preflight failure: solved now",
-        CellRecords(solve=SOLVED, preflight={"status": "failed", "reason": "x"}, metrics={"accuracy": 0.2}),
+        scored(SOLVED, 0.2, preflight={"status": "failed", "reason": "x"}),
         "scored",
         "",
     ),
@@ -150,7 +177,33 @@ def test_cell_outcome_reads_the_records_on_disk(tmp_path):
     (cell / "metrics.json").write_text('{"accuracy": 0.4')  # truncated by hand
     assert cell_outcome(cell)[0] == "infra_failed"
     (cell / "metrics.json").write_text('{"accuracy": 0.4}')
-    assert cell_outcome(cell)[:2] == ("scored", "accuracy 0.4")
+    for all_records in (True, False):  # written by hand: evaluate.json does not vouch for it
+        outcome, why, _ = cell_outcome(cell, all_records=all_records)
+        assert outcome == "infra_failed"
+        assert why == "records disagree (tampered or edited by hand): metrics.json, but evaluate.json says failed"
+    digest = hashlib.sha256(b'{"accuracy": 0.4}').hexdigest()
+    (cell / "evaluate.json").write_text(json.dumps({"status": "scored", "accuracy": 0.4, "metrics_sha256": digest}))
+    for all_records in (True, False):
+        assert cell_outcome(cell, all_records=all_records)[:2] == ("scored", "accuracy 0.4")
+    (cell / "metrics.json").write_text('{"accuracy": 1.0}')  # the score replaced afterwards
+    assert "sha256 differs" in cell_outcome(cell, all_records=False)[1]
+
+
+def test_bounded_reads_of_hostile_records(tmp_path):
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    (cell / "solve.json").write_text(json.dumps(SOLVED))
+    (cell / "evaluate.json").write_text("[" * 5000 + "]" * 5000)  # nested far too deep
+    (cell / "metrics.json").write_text('{"accuracy": ' + "[" * 1000 + "]" * 1000 + "}")
+    outcome, why, _ = cell_outcome(cell)
+    assert (outcome, "nested deeper" in why) == ("infra_failed", True), why
+    (cell / "metrics.json").write_bytes(b'{"accuracy": 0.5, "pad": "' + b"x" * (3 * 2**20) + b'"}')
+    outcome, why, _ = cell_outcome(cell)
+    assert (outcome, "more than the 1048576" in why) == ("infra_failed", True), why
+    (cell / "metrics.json").unlink()
+    (cell / "metrics.json").symlink_to("/dev/zero")  # never opened for reading
+    outcome, why, _ = cell_outcome(cell)
+    assert outcome == "infra_failed" and "cannot be read" in why, why
 
 
 def test_records_broken_by_hand_give_an_outcome_not_a_traceback(tmp_path):
@@ -162,7 +215,10 @@ def test_records_broken_by_hand_give_an_outcome_not_a_traceback(tmp_path):
     (cell / "solve.state.json").mkdir()
     for all_records in (True, False):
         outcome, why, _ = cell_outcome(cell, all_records=all_records)
-        assert (outcome, why.startswith("scorer: no valid metrics")) == ("infra_failed", True)
+        assert (outcome, why) == ("infra_failed", "metrics.json is invalid: not a regular file")
+    (cell / "metrics.json").rmdir()
+    outcome, why, _ = cell_outcome(cell)
+    assert (outcome, why.startswith("scorer: no valid metrics")) == ("infra_failed", True)
 
 
 # -- each model-fault pattern on its own ---------------------------------------------------------

@@ -131,3 +131,13 @@ def test_describe_says_how_a_process_ended():
     assert describe(ProcessResult("exited", 3, None, 0, 1)) == "exited with code 3"
     assert describe(ProcessResult("timeout", None, signal.SIGKILL, 0, 1)) == "stopped at its time limit (SIGKILL)"
     assert describe(ProcessResult("signal", None, signal.SIGSEGV, 0, 1)) == "killed by signal 11 (SIGSEGV)"
+
+
+def test_pump_cuts_at_its_cap_and_says_so():
+    src = ChunkedReader([b"line one\nline two\n", b"x" * 100_000, b"\nmore\n"])
+    out = io.BytesIO()
+    assert pump_timestamped(src, out, max_bytes=30) == 18 + 100_000 + 6
+    text = out.getvalue().decode()
+    lines = text.splitlines()
+    assert lines[0].endswith("] line one") and lines[1].endswith("] line two") and lines[2].endswith("] " + "x" * 12)
+    assert lines[3].endswith("] [harness] trace cut at 30 bytes; 99994 more bytes dropped") and len(lines) == 4

@@ -54,7 +54,7 @@ def agent(sandbox: Sandbox, **kw):
 def test_agent_default_argv_and_env():
     launch = agent(Sandbox(site(), HOST))
     assert launch.argv == [
-        "apptainer", "exec", "--nv", "-c", "--cleanenv", "--writable-tmpfs",
+        "apptainer", "exec", "--nv", "-c", "--cleanenv", "--pid", "--writable-tmpfs",
         "--home", "/scratch/ptb-cell/home:/home/ben", "--pwd", "/home/ben/task",
         "--bind", "/scratch/ptb-cell/tmp:/tmp",
         "/images/agent.sif", "bash", "../solve.sh",
@@ -74,7 +74,7 @@ def test_agent_default_argv_and_env():
     assert not any(k.startswith("APPTAINERENV_") for k in launch.visible_names)
 
 
-def test_agent_isolated_read_only_cache_xdg_and_extra_binds(tmp_path):
+def test_agent_isolated_read_only_cache_no_host_xdg_and_extra_binds(tmp_path):
     xdg = tmp_path / "xdg"
     xdg.mkdir()
     s = Sandbox(
@@ -85,17 +85,18 @@ def test_agent_isolated_read_only_cache_xdg_and_extra_binds(tmp_path):
         s, hf_home_host=Path("/shared/hf"), hf_read_only=True, binds=[Bind(Path("/models/m"), "/models/m", True)]
     )
     assert launch.argv == [
-        "apptainer", "exec", "--nv", "-c", "--nvccli", "--cleanenv", "--writable-tmpfs",
+        "apptainer", "exec", "--nv", "-c", "--nvccli", "--cleanenv", "--pid", "--writable-tmpfs",
         "--home", "/scratch/ptb-cell/home:/home/ben", "--pwd", "/home/ben/task",
         "--bind", "/scratch/ptb-cell/tmp:/tmp",
         "--bind", "/shared/hf:/hf_home:ro",
-        "--bind", f"{xdg}:{xdg}",
         "--bind", "/models/m:/models/m:ro",
         "--bind", "/data:/data:ro",
         "/images/agent.sif", "bash", "../solve.sh",
     ]  # fmt: skip
     assert launch.env["NVIDIA_VISIBLE_DEVICES"] == "GPU-1234"  # read by --nvccli on the host side
-    assert launch.env["APPTAINERENV_XDG_CACHE_HOME"] == str(xdg)
+    # the host's XDG cache is never bound (a channel between cells and into the scorer)
+    assert launch.env["APPTAINERENV_XDG_CACHE_HOME"] == "/home/ben/.cache"
+    assert not any(str(xdg) in a for a in launch.argv)
     assert launch.env["APPTAINERENV_HF_HUB_CACHE"] == "/hf_home/hub"
 
 
@@ -103,7 +104,7 @@ def test_overlay_cache_is_bound_writable_and_xdg_absent_stays_in_home():
     s = Sandbox(site(hf_home="/shared/hf", hf_cache_mode="overlay"), {**HOST, "XDG_CACHE_HOME": "/does/not/exist"})
     merged = Path("/scratch/ptb-cell/hf_merged")
     launch = agent(s, hf_home_host=merged)
-    assert ["--bind", f"{merged}:/hf_home"] == launch.argv[12:14]
+    assert ["--bind", f"{merged}:/hf_home"] == launch.argv[13:15]
     assert not any("/does/not/exist" in a for a in launch.argv)
     assert launch.env["APPTAINERENV_XDG_CACHE_HOME"] == "/home/ben/.cache"
 
@@ -121,24 +122,26 @@ def test_no_cleanenv_knob():
 @pytest.mark.parametrize(
     "cell_dir", ["/work/checkout/results/cells/a/t/m/1h-1gpu-run1", "/lustre/ptb/cells/a/t/m/1h-1gpu-run1"]
 )
-def test_scorer_binds_the_cell_dir_wherever_it_is(cell_dir):
+def test_scorer_sees_final_model_read_only_wherever_it_is(cell_dir):
+    model = f"{cell_dir}/final_model"
     launch = Sandbox(site(), HOST).launch(
         LaunchRequest(
             role="scorer",
-            command=["python", "evaluate.py", "--model-path", f"{cell_dir}/final_model"],
+            command=["python", "evaluate.py", "--model-path", model, "--json-output-file", "/tmp/metrics.json"],
             job_home=JOB,
             job_tmp=TMP,
             workdir="task",
             env={},
-            binds=[Bind(Path(cell_dir), cell_dir)],
+            binds=[Bind(Path(model), model, read_only=True)],
         )
     )
+    # the cell dir itself (solve.json, other records) is not in the scorer's view
     assert launch.argv == [
-        "apptainer", "exec", "--nv", "-c", "--cleanenv", "--writable-tmpfs",
+        "apptainer", "exec", "--nv", "-c", "--cleanenv", "--pid", "--writable-tmpfs",
         "--home", "/scratch/ptb-cell/home:/home/ben", "--pwd", "/home/ben/task",
         "--bind", "/scratch/ptb-cell/tmp:/tmp",
-        "--bind", f"{cell_dir}:{cell_dir}",
-        "/images/scorer.sif", "python", "evaluate.py", "--model-path", f"{cell_dir}/final_model",
+        "--bind", f"{model}:{model}:ro",
+        "/images/scorer.sif", "python", "evaluate.py", "--model-path", model, "--json-output-file", "/tmp/metrics.json",
     ]  # fmt: skip
 
 
@@ -202,12 +205,70 @@ def test_none_runtime_host_hub_cache_cannot_win(tmp_path):
     assert seen["inductor"].startswith(str(tmp_path / "tmp"))
 
 
-def test_none_runtime_binds_through_an_existing_xdg_cache(tmp_path):
+def test_none_runtime_ignores_the_host_xdg_cache(tmp_path):
     import os
 
     xdg = tmp_path / "xdg"
     xdg.mkdir()
     seen = run_probe(tmp_path, {"PATH": os.environ["PATH"], "XDG_CACHE_HOME": str(xdg), "SECRET_TOKEN": "x" * 20})
-    assert seen["vllm"] == str(xdg / "vllm")
+    assert seen["vllm"] == str(tmp_path / "home/.cache/vllm")
     assert seen["hf_hub_cache"] == str(tmp_path / "home/.cache/huggingface/hub"), "HF cache stays the harness's"
     assert "SECRET_TOKEN" not in seen["env"]
+
+
+# -- runtime bwrap: for real (bubblewrap runs here) -------------------------------------------
+
+BWRAP_PROBE = r"""
+set -u
+echo "home=$HOME pwd=$(pwd) tmp=$TMPDIR"
+echo "pid=$$ ppid=$PPID maxpid=$(ls /proc | grep '^[0-9]' | sort -n | tail -1)"
+tr '\0' '\n' < /proc/1/environ | sed 's/=.*//' | sort | tr '\n' ' '; echo
+for p in "$CHECKOUT/README.md" "$CHECKOUT/src" "$RESULTS" /root/.bashrc /etc/shadow "$OTHER"; do
+    test -e "$p" && echo "SEES $p"
+done
+touch /usr/x 2>/dev/null && echo "WROTE /usr"
+touch "$MODEL/x" 2>/dev/null && echo "WROTE model"
+cat "$MODEL/config.json"; echo
+python -c 'import sys; print("python", sys.version_info[0])'
+kill -KILL 1; echo "after kill 1"
+"""
+
+
+def test_bwrap_sandbox_sees_only_its_job_and_cannot_touch_the_harness(tmp_path):
+    import os
+
+    home, tmp = tmp_path / "job/home", tmp_path / "job/tmp"
+    (home / "task").mkdir(parents=True)
+    tmp.mkdir()
+    model = tmp_path / "models/m1"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text('{"base": 1}')
+    other = tmp_path / "results/cells/other"
+    other.mkdir(parents=True)
+    host = {"PATH": os.environ["PATH"], "HOST_SECRET": "s3cr3t-host-only-value", "MY_API_KEY": "allowed-key-value"}
+    s = Sandbox(site(runtime="bwrap", bwrap="bwrap"), host)
+    env = {"CHECKOUT": str(Path(__file__).resolve().parents[2]), "RESULTS": str(tmp_path / "results")}
+    env |= {"OTHER": str(other), "MODEL": str(model)}
+    launch = s.launch(
+        role="agent",
+        command=["bash", "-c", BWRAP_PROBE],
+        job_home=home,
+        job_tmp=tmp,
+        workdir="task",
+        env=env,
+        pass_names=["MY_API_KEY"],
+        binds=[Bind(model, str(model), read_only=True)],
+    )
+    assert "HOST_SECRET" not in launch.env and launch.env["MY_API_KEY"] == "allowed-key-value"
+    res = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=60)
+    out = res.stdout
+    assert res.returncode == 0, res.stderr
+    assert "home=/home/ben pwd=/home/ben/task tmp=/tmp" in out
+    # its own PID namespace: bwrap's init is pid 1, its parent; nothing of the host is listed
+    assert "pid=2 ppid=1" in out and int(out.split("maxpid=")[1].split()[0]) < 20
+    # the one harness process it sees holds exactly the sandbox's variables
+    names = next(line for line in out.splitlines() if "MY_API_KEY" in line).split()
+    assert set(names) == set(launch.visible_names) and "HOST_SECRET" not in names
+    assert "SEES" not in out and "WROTE" not in out, out
+    assert '{"base": 1}' in out and "python 3" in out and "after kill 1" in out
+    assert (home / "task").is_dir() and not (model / "x").exists()

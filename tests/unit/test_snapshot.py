@@ -9,7 +9,7 @@ from ptb_harness.runtime.snapshot import harness_digest, make_snapshot
 
 
 def copy_harness(dest):
-    for rel in ("Snakefile", "workflow", "src", "config"):
+    for rel in ("Snakefile", "workflow", "src", "config", "agents", "tasks"):
         src = REPO / rel
         if src.is_dir():
             shutil.copytree(src, dest / rel, ignore=shutil.ignore_patterns("__pycache__"))
@@ -44,3 +44,24 @@ def test_code_runs_from_the_snapshot_and_records_it(tmp_path):
 
     prov = json.loads(out)
     assert prov["snapshot"] == str(snap) and prov["git"] == "abc123+dirty" and prov["digest"] == harness_digest(snap)
+
+
+def test_the_campaign_reads_agents_and_tasks_frozen_under_run(tmp_path, monkeypatch):
+    checkout = copy_harness(tmp_path / "checkout")
+    work = tmp_path / "work"
+    (work / "tasks" / "t").mkdir(parents=True)
+    (work / "tasks" / "t" / "evaluate.py").write_text("print('honest')\n")
+    snap = make_snapshot(work, checkout)
+    assert (snap / "tasks/t/evaluate.py").read_text() == "print('honest')\n"
+    assert not (snap / "tasks/arith").exists(), "the workdir's tasks, not the checkout's"
+    (work / "tasks" / "t" / "evaluate.py").write_text("print('patched')\n")  # an agent patches the scorer
+    from ptb_harness.campaign.cells import Campaign
+    from ptb_harness.runtime.snapshot import SNAPSHOT_ENV
+
+    config = {"paths": {"results_dir": "results", "agents_dir": "agents", "tasks_dir": "tasks"}}
+    monkeypatch.setenv(SNAPSHOT_ENV, str(snap))
+    assert Campaign(config, work).task_dir("t") == snap / "tasks/t"
+    monkeypatch.delenv(SNAPSHOT_ENV)
+    assert Campaign(config, work).task_dir("t") == (work / "tasks/t").resolve()
+    # a changed task is a new snapshot (the digest covers it)
+    assert make_snapshot(work, checkout) != snap

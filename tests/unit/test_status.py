@@ -1,5 +1,6 @@
 """`ptb-harness status --targets`: what a rerun is given."""
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -9,6 +10,13 @@ from conftest import campaign_config, make_workdir
 
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.config import load_config_files
+
+#: evaluate.json of a scored cell: it vouches for metrics.json {"accuracy": 0.5} by its hash
+VOUCHED = {
+    "status": "scored",
+    "accuracy": 0.5,
+    "metrics_sha256": hashlib.sha256(json.dumps({"accuracy": 0.5}).encode()).hexdigest(),
+}
 
 
 def _targets(workdir: Path, *flags: str) -> list[str]:
@@ -23,7 +31,7 @@ def test_targets_leave_agent_failed_cells_out_unless_asked(tmp_path: Path):
     campaign = load_config_files(tmp_path)
     solved = {"status": "exited", "exit_code": 0, "final_model_files": 1, "description": "exited with code 0"}
     for run, files in (
-        (1, {"solve.json": solved, "metrics.json": {"accuracy": 0.5}}),
+        (1, {"solve.json": solved, "metrics.json": {"accuracy": 0.5}, "evaluate.json": VOUCHED}),
         (2, {"solve.json": {**solved, "final_model_files": 0}}),
     ):
         d = campaign.cell_dir(Cell("exit0", "fake", "m1", "0.0005", 0, run))

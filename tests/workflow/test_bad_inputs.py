@@ -31,6 +31,7 @@ CASES = [
     ("dotdot-in-task", {"tasks": ["a..b"]}, "tasks[0]: 'a..b' is not a valid name"),
     ("whitespace-in-model", {"models": [{"name": "my model", "path": "models/m1"}]}, "models[0].name"),
     ("model-without-source", {"models": [{"name": "m1"}]}, "models[0]: give exactly one of"),
+    ("missing-local-model", {"models": [{"name": "m9", "path": "models/nowhere"}]}, "models[0].path: "),
     ("model-with-two-sources", {"models": [{"name": "m1", "path": "x", "repo_id": "a/b"}]}, "models[0]: give exactly"),
     ("negative-gpus", {"num_gpus": [-1]}, "num_gpus[0]:"),
     ("run-not-an-integer", {"runs": ["first"]}, "runs[0]:"),

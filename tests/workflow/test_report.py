@@ -60,6 +60,27 @@ def test_status_grid_json_and_targets_without_snakemake(scored_campaign):
     assert (victim / "metrics.json").exists()
 
 
+def test_a_metrics_json_made_by_hand_is_listed_and_the_one_liner_redoes_it(scored_campaign):
+    victim = cell_dir(scored_campaign, "noop", model="m1")
+    honest = (victim / "metrics.json").read_bytes()
+    (victim / "metrics.json").write_text('{"accuracy": 1.0}')  # valid JSON, newer than its inputs
+    data = json.loads(status(scored_campaign, "--json"))
+    [bad] = [c for c in data["cells"] if c["outcome"] != "scored"]
+    assert bad["outcome"] == "infra_failed"
+    assert bad["evidence"] == (
+        "records disagree (tampered or edited by hand): metrics.json is not the file the evaluate stage wrote "
+        "(sha256 differs)"
+    )
+    target = "results/cells/noop/fake/m1/0.0005h-0gpu-run1/metrics.json"
+    assert status(scored_campaign, "--targets").split() == [target, "--forcerun", target]
+    # the documented one-liner: Snakemake alone would say "Nothing to be done"
+    res = snakemake(scored_campaign, *status(scored_campaign, "--targets").split())
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "evaluate" in res.stderr and "rule solve" not in res.stderr
+    assert (victim / "metrics.json").read_bytes() == honest
+    assert status(scored_campaign, "--targets").strip() == ""
+
+
 def test_tables_and_plots(scored_campaign):
     tables = scored_campaign / "results" / "tables"
     md = (tables / "leaderboard.md").read_text()

@@ -17,6 +17,9 @@ try:
 except ConfigError as e:
     # one line naming the key; nothing is planned or started
     sys.exit(f"config error: {e}")
+if workflow.is_main_process and (untrusted := CAMPAIGN.untrusted_warning()):
+    # once per run (not in every job): `none` is for trusted agents only
+    print(untrusted, file=sys.stderr)
 
 # as configured (relative to the working directory, or absolute), so plans stay readable
 RESULTS = CAMPAIGN.settings.paths.results_dir_text

@@ -132,6 +132,9 @@ class AgentSpec:
     cli: str | None = None
     #: agent.json "resume": solve.sh resumes its CLI's session when PTB_RESUME is set
     resume: bool = False
+    #: agent.json "trusted": may run under runtime `none` without a warning (the demo's
+    #: agents; a frontier CLI told to maximise a score is not)
+    trusted: bool = False
 
     @property
     def solve_sh(self) -> Path:
@@ -183,12 +186,13 @@ def load_agent(agent_dir: Path) -> AgentSpec:
         trace_format=settings.get("trace_format", "auto"),
         cli=settings.get("cli"),
         resume=settings.get("resume", False),
+        trusted=settings.get("trusted", False),
     )
 
 
 def _read_settings(path: Path) -> dict:
     data = read_json_object(path)
-    unknown = set(data) - {"trace_format", "cli", "resume"}
+    unknown = set(data) - {"trace_format", "cli", "resume", "trusted"}
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
     if data.get("trace_format", "auto") not in ("auto", "raw"):
@@ -197,4 +201,6 @@ def _read_settings(path: Path) -> dict:
         raise ConfigError(f"{path}: cli must be an npm package name")
     if not isinstance(data.get("resume", False), bool):
         raise ConfigError(f"{path}: resume must be true or false")
+    if not isinstance(data.get("trusted", False), bool):
+        raise ConfigError(f"{path}: trusted must be true or false")
     return data

@@ -221,6 +221,18 @@ class Campaign:
     def task_dir(self, task: str) -> Path:
         return self.tasks_dir / task
 
+    def untrusted_warning(self) -> str | None:
+        """One line when runtime `none` would run agents not marked trusted in agent.json."""
+        if self.settings.site.runtime.runtime != "none":
+            return None
+        untrusted = [a for a in self.agent_names if not self.agent(a).trusted]
+        if not untrusted:
+            return None
+        return (
+            f"WARNING: site.runtime none runs {', '.join(untrusted)} unconfined (not marked trusted in "
+            "agent.json): they can read and write everything you can; use runtime bwrap or apptainer"
+        )
+
     # -- contents ------------------------------------------------------------------------
     def agent(self, name: str) -> AgentSpec:
         """The agent's spec, read from its directory the first time it is asked for."""

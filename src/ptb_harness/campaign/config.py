@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,23 @@ def load_config(
     if for_run:
         # before any GPU hour: what the scorer will read offline is there
         check_data(campaign)
+        check_local_models(config, Path(workdir).resolve())
     return campaign
+
+
+#: Local model paths the workflow builds itself (the demo's tiny models, rule tiny_base_model).
+BUILT_MODEL = re.compile(r"^resources/models/tiny-[A-Za-z0-9_.+=-]+/?$")
+
+
+def check_local_models(config: dict[str, Any], workdir: Path) -> None:
+    """Every local base model exists (else Snakemake would stop later with a multi-line
+    MissingInputException), except those a rule of the workflow builds."""
+    for i, m in enumerate(config["models"]):
+        path = m.get("path") if isinstance(m, dict) else None
+        if path is None or BUILT_MODEL.match(path) or (workdir / path).is_dir():
+            continue
+        what = "is not a directory" if (workdir / path).exists() else "not found"
+        raise ConfigError(f"models[{i}].path: {workdir / path} {what}")
 
 
 def campaign_with_defaults(config: dict[str, Any], workdir: str | Path = ".") -> Campaign:

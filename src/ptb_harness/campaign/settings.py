@@ -25,6 +25,7 @@ from ptb_harness.core.errors import ConfigError
 from ptb_harness.runtime.hf_cache import HfCacheSettings
 from ptb_harness.runtime.sandbox_settings import Bind, RuntimeSettings
 from ptb_scorer.grader import Endpoint, GraderConfigError
+from ptb_harness.runtime.snapshot import frozen_dir
 
 T = TypeVar("T")
 
@@ -102,6 +103,10 @@ class Site:
     jobs: JobSizing
     #: the agent's files kept beside the cell for the judge: at most this many bytes
     agent_files_max_bytes: int
+    #: the most a cell's final_model may hold (site.final_model_max_gb)
+    final_model_max_bytes: int
+    #: the most of an agent's output its raw trace keeps (site.trace_max_mb)
+    trace_max_bytes: int
 
     def record(self) -> dict[str, Any]:
         """The knobs that change results, for the records of what ran."""
@@ -282,6 +287,8 @@ def site_settings(site: Mapping[str, Any]) -> Site:
         keep_job_dir=site["keep_job_dir"],
         jobs=jobs,
         agent_files_max_bytes=int(float(site["agent_files_max_mb"]) * 1e6),
+        final_model_max_bytes=int(float(site["final_model_max_gb"]) * 1e9),
+        trace_max_bytes=int(float(site["trace_max_mb"]) * 2**20),
     )
 
 
@@ -296,8 +303,10 @@ def build_settings(config: Mapping[str, Any], workdir: Path) -> Settings:
         leaderboard=_pick(LeaderboardSettings, config["leaderboard"]),
         paths=Paths(
             results_dir=(workdir / paths["results_dir"]).resolve(),
-            agents_dir=(workdir / paths["agents_dir"]).resolve(),
-            tasks_dir=(workdir / paths["tasks_dir"]).resolve(),
+            # under `ptb-harness run`, the snapshot's frozen copies (a scorer patched in
+            # the checkout meanwhile is not the one that runs)
+            agents_dir=frozen_dir((workdir / paths["agents_dir"]).resolve(), workdir.resolve()),
+            tasks_dir=frozen_dir((workdir / paths["tasks_dir"]).resolve(), workdir.resolve()),
             results_dir_text=paths["results_dir"],
         ),
         grader=endpoint_for(config, "grader"),

@@ -7,3 +7,13 @@ class HarnessError(Exception):
 
 class ConfigError(HarnessError):
     """A configuration or input file is invalid; the message names the key or file."""
+
+
+class Interrupted(SystemExit):
+    """The stage was stopped by a signal (Ctrl-C, SIGTERM from the workflow manager or the
+    scheduler) after its child was stopped: recorded as `interrupted`, and a rerun redoes it.
+    Exits like the signal would (128 + its number)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum

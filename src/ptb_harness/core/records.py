@@ -8,9 +8,11 @@ sees half a record.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -41,16 +43,103 @@ def atomic_write_json(path: str | Path, obj: Any, mode: int = 0o644) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n", mode)
 
 
-def read_json_dict(path: str | Path) -> dict[str, Any] | None:
-    """A JSON object from a file, or None when the file is missing, unreadable (a
-    directory, no permission) or not a JSON object: records edited or broken by hand
-    must not turn a status into a traceback."""
+#: The most a record (solve.json, evaluate.json, state records) may hold.
+MAX_RECORD_BYTES = 16 * 2**20
+#: The most a metrics file may hold (a few numbers and per-category scores).
+MAX_METRICS_BYTES = 2**20
+#: How deeply any JSON the harness reads from an agent, a scorer or a record may nest.
+MAX_JSON_DEPTH = 64
+
+
+def json_too_deep(obj: Any, max_depth: int = MAX_JSON_DEPTH) -> bool:
+    """Whether obj nests deeper than max_depth (iteratively: no recursion to exhaust)."""
+    stack = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > max_depth:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def loads_bounded(data: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> tuple[Any, str]:
+    """(object, '') or (None, what is wrong): never raises on any input."""
     try:
-        with open(path, "rb") as f:
-            obj = json.loads(f.read())
-    except (OSError, ValueError):
+        obj = json.loads(data)
+    except RecursionError:
+        return None, f"JSON nested deeper than {max_depth} levels"
+    except json.JSONDecodeError as e:
+        return None, f"not valid JSON ({e.msg} at byte {e.pos})"
+    except ValueError as e:  # undecodable bytes
+        return None, f"not valid JSON ({str(e)[:100]})"
+    if json_too_deep(obj, max_depth):
+        return None, f"JSON nested deeper than {max_depth} levels"
+    return obj, ""
+
+
+def read_record_bytes(path: str | Path, limit: int) -> tuple[bytes | None, str]:
+    """(data, '') of a regular file of at most `limit` bytes, or (None, why not).
+
+    A link is not followed and a device or FIFO is not opened for reading (a writer
+    could point it at /dev/zero or make it block); '' as the reason means no file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as e:
+        return None, f"cannot be read ({e.strerror})"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file"
+        if st.st_size > limit:
+            return None, f"{st.st_size} bytes, more than the {limit} it may have"
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        return None, f"cannot be read ({e.strerror})"
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        return None, f"more than the {limit} bytes it may have"
+    return data, ""
+
+
+def read_json_dict(path: str | Path, limit: int = MAX_RECORD_BYTES) -> dict[str, Any] | None:
+    """A JSON object from a file, or None when the file is missing, unreadable (a
+    directory, a link, no permission), too big, nested too deep or not a JSON object:
+    records edited or broken by hand must not turn a status into a traceback."""
+    data, _ = read_record_bytes(path, limit)
+    if data is None:
         return None
+    obj, _ = loads_bounded(data)
     return obj if isinstance(obj, dict) else None
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tree_sha256(root: str | Path) -> str:
+    """sha256 over a directory's regular files (relative paths and contents, sorted);
+    links are hashed as their target's name, never followed."""
+    root = Path(root)
+    h = hashlib.sha256()
+    for dirpath, dirs, names in os.walk(root):
+        dirs.sort()
+        for name in sorted(names):
+            p = Path(dirpath) / name
+            h.update(str(p.relative_to(root)).encode() + b"\0")
+            if p.is_symlink():
+                h.update(b"link:" + os.readlink(p).encode() + b"\0")
+            elif p.is_file():
+                h.update(file_sha256(p).encode() + b"\0")
+    return h.hexdigest()
 
 
 def read_yaml_mapping(path: str | Path, key: str) -> dict[str, Any]:
@@ -99,10 +188,11 @@ def read_json_object(path: Path) -> dict[str, Any]:
 
 def check_metrics(data: bytes) -> tuple[dict[str, Any] | None, str]:
     """(metrics, '') when data is a valid metrics.json, else (None, why not)."""
-    try:
-        obj = json.loads(data)
-    except ValueError as e:
-        return None, f"not valid JSON ({e.msg} at byte {e.pos})"
+    if len(data) > MAX_METRICS_BYTES:
+        return None, f"{len(data)} bytes, more than the {MAX_METRICS_BYTES} a metrics file may have"
+    obj, problem = loads_bounded(data)
+    if problem:
+        return None, problem
     if not isinstance(obj, dict):
         return None, "not a JSON object"
     acc = obj.get("accuracy")

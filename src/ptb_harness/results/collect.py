@@ -42,6 +42,7 @@ CELL_COLUMNS = [
     "flagged",
     "flag",
     "flag_justification",
+    "solve_attempts",
     "cell_dir",
 ]
 
@@ -56,7 +57,8 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
         # a scored cell of a judged campaign without a verdict is flagged (fail closed)
         flag = judgement_flag(rec.judgement, judged and outcome == "scored")
         solve = rec.solve or {}
-        metrics = rec.metrics or {}
+        # a score counts only when the records vouch for it (outcome scored), never a forged one
+        metrics = (rec.metrics or {}) if outcome == "scored" else {}
         rows.append(
             {
                 "agent": cell.agent,
@@ -79,15 +81,25 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 "flagged": flag is not None,
                 "flag": flag.reason if flag else "",
                 "flag_justification": flag.justification if flag else "",
+                # tries in which the agent ran: more than 1 means it was solved again
+                "solve_attempts": _solve_attempts(solve),
                 "cell_dir": cdir,
             }
         )
     table = pd.DataFrame(rows, columns=CELL_COLUMNS)
     for col in ("accuracy", "stderr", "solve_duration_s", "budget_s"):
         table[col] = pd.to_numeric(table[col])
-    for col in ("solve_exit_code", "final_model_files", "eval_attempts"):
+    for col in ("solve_exit_code", "final_model_files", "eval_attempts", "solve_attempts"):
         table[col] = table[col].astype("Int64")
     return typed(table)
+
+
+def _solve_attempts(solve: dict) -> int | None:
+    """Tries in which the agent ran: more than 1 means the cell was solved again."""
+    if not solve:
+        return None
+    earlier = solve.get("earlier_attempts")
+    return 1 + (len(earlier) if isinstance(earlier, list) else 0)
 
 
 def write_tables(campaign: Campaign, paths: Mapping[str, Path]) -> tuple[pd.DataFrame, pd.DataFrame, Weights]:

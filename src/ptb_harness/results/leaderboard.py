@@ -312,6 +312,14 @@ def weights_line(weights: Weights) -> str:
     return f"No weighted average: weights ({weights.rule}) undefined: {weights.problem}."
 
 
+def solved_again(table: pd.DataFrame) -> pd.DataFrame:
+    """The cells whose agent ran more than once (a solve redone after one died or was
+    interrupted): their scores count, and the leaderboard names them."""
+    if "solve_attempts" not in table:
+        return table.iloc[:0]
+    return table[table["solve_attempts"].fillna(1) > 1]
+
+
 def leaderboard_markdown(board: pd.DataFrame, weights: Weights, table: pd.DataFrame) -> str:
     """The leaderboard, its legend and weights, the cell counts and every cell without a score."""
     head, rows = leaderboard_wide(board)
@@ -322,6 +330,15 @@ def leaderboard_markdown(board: pd.DataFrame, weights: Weights, table: pd.DataFr
     out = ["# Leaderboard", "", LEGEND, "", *lines, ""]
     out += [f"{note}\n" for note in footnotes(board)] + [weights_line(weights), ""]
     out += [f"Cells: {len(table)} ({summary}).", ""]
+    again = solved_again(table)
+    if len(again):
+        # never silent: a cell whose agent had more than one try is named, with its tries
+        out += ["## Cells solved more than once (the agent had several tries)", ""]
+        out += ["| agent | task | model | hours | GPUs | run | tries | outcome |", "|" + "---|" * 8]
+        for r in again.itertuples():
+            row = (r.agent, r.task, r.model, r.hours, r.num_gpus, r.run, r.solve_attempts, r.outcome)
+            out.append("| " + " | ".join(map(str, row)) + " |")
+        out.append("")
     out += usage_markdown(table) if "input_tokens" in table else []
     unscored = table[table["outcome"] != "scored"]
     if len(unscored):

@@ -2,7 +2,10 @@
 
 Every cell has exactly one outcome:
 
-- `scored`: a valid metrics.json.
+- `scored`: a valid metrics.json that the records vouch for: solve.json exists and
+  evaluate.json says `scored` and names that file's sha256 and accuracy. Anything else
+  beside a metrics.json (a file written by the agent, by hand, or by an older harness) is
+  `infra_failed: records disagree (tampered or edited by hand)`.
 - `agent_failed`: the agent ran and left no usable model: no final model, or a scorer
   that failed because of the model (it could not be loaded: missing config or weights,
   an unknown architecture, a broken safetensors file; or evaluate.py said so with a
@@ -18,6 +21,7 @@ The evidence (a short quote of the record that decided) goes with it into every 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ptb_harness.core.records import check_metrics, read_json_dict
+from ptb_harness.core.records import MAX_METRICS_BYTES, check_metrics, read_json_dict, read_record_bytes
 from ptb_harness.runtime.procs import process_start_ticks
 
 T = TypeVar("T")
@@ -66,6 +70,10 @@ class CellRecords:
     evaluate: dict | None = None
     metrics: dict | None = None
     metrics_problem: str | None = None
+    #: sha256 of metrics.json's bytes, when it was read
+    metrics_sha256: str | None = None
+    #: solve.json is in the cell's listing (the fast path lists it without reading it)
+    solve_listed: bool = False
     preflight: dict | None = None
     solve_state: dict | None = None
     evaluate_state: dict | None = None
@@ -77,15 +85,14 @@ class CellRecords:
     judgement: dict | None = None
 
 
-def _read_metrics(cell_dir: str | Path) -> tuple[dict | None, str | None]:
-    """(valid metrics, None), (None, what is wrong), or (None, None) when there is none."""
-    try:
-        with open(os.path.join(cell_dir, "metrics.json"), "rb") as f:
-            data = f.read()
-    except OSError:  # missing, or unreadable: no score
-        return None, None
+def _read_metrics(cell_dir: str | Path) -> tuple[dict | None, str | None, str | None]:
+    """(valid metrics, None, sha256), (None, what is wrong, sha256), or (None, None, None)
+    when there is none."""
+    data, why = read_record_bytes(os.path.join(cell_dir, "metrics.json"), MAX_METRICS_BYTES)
+    if data is None:  # missing (no score), or not a file one may read
+        return None, why or None, None
     metrics, problem = check_metrics(data)
-    return metrics, problem or None
+    return metrics, problem or None, hashlib.sha256(data).hexdigest()
 
 
 def read_cell(cell_dir: str | Path, present: frozenset[str] | set[str] | None = None) -> CellRecords:
@@ -97,7 +104,9 @@ def read_cell(cell_dir: str | Path, present: frozenset[str] | set[str] | None = 
             return None
         return read_json_dict(os.path.join(cell_dir, name))
 
-    metrics, problem = _read_metrics(cell_dir) if present is None or "metrics.json" in present else (None, None)
+    metrics, problem, digest = (
+        _read_metrics(cell_dir) if present is None or "metrics.json" in present else (None, None, None)
+    )
     evaluate = load("evaluate.json")
     tails = None
     if evaluate is not None and evaluate.get("status") == "failed":
@@ -112,6 +121,7 @@ def read_cell(cell_dir: str | Path, present: frozenset[str] | set[str] | None = 
         evaluate=evaluate,
         metrics=metrics,
         metrics_problem=problem,
+        metrics_sha256=digest,
         preflight=load("preflight.json"),
         solve_state=load("solve.state.json"),
         evaluate_state=load("evaluate.state.json"),
@@ -176,6 +186,13 @@ def _running(state: dict | None, alive: Liveness) -> tuple[bool, str] | None:
     return True, f"{state.get('stage', 'stage')} running {since}" + ("" if live else " (not verifiable from here)")
 
 
+def _interrupted(state: dict) -> str:
+    return (
+        f"{state.get('stage', 'stage')} interrupted (signal {state.get('signal', '?')}) at "
+        f"{state.get('ended_at', '?')} {_where(state)}; a rerun redoes it"
+    )
+
+
 def _model_fault(rec: CellRecords) -> str | None:
     """The scorer's words when every failed attempt failed because of the model."""
     tails = rec.attempt_log_tails or {}
@@ -190,9 +207,34 @@ def _model_fault(rec: CellRecords) -> str | None:
     return found[-1][:300]
 
 
+def records_disagree(rec: CellRecords) -> str | None:
+    """Why the records do not vouch for metrics.json (None when they do). Only the
+    evaluate stage writes metrics.json, and it names the file's hash in evaluate.json."""
+    if rec.solve is None and not rec.solve_listed:
+        return "metrics.json without solve.json"
+    ev = rec.evaluate
+    if ev is None:
+        return "metrics.json without evaluate.json"
+    if ev.get("status") != "scored":
+        return f"metrics.json, but evaluate.json says {str(ev.get('status'))[:40]}"
+    if ev.get("metrics_sha256") != rec.metrics_sha256:
+        return "metrics.json is not the file the evaluate stage wrote (sha256 differs)"
+    acc = (rec.metrics or {}).get("accuracy")
+    if ev.get("accuracy") != acc:
+        return f"metrics.json says accuracy {acc}, evaluate.json {str(ev.get('accuracy'))[:40]}"
+    return None
+
+
+#: The start of the evidence of a cell whose records disagree.
+DISAGREE = "records disagree (tampered or edited by hand)"
+
+
 def classify(rec: CellRecords, alive: Liveness = lambda state: None) -> tuple[str, str]:
     """(outcome, evidence): one of OUTCOMES and a short quote of the record that decided it."""
     if rec.metrics is not None:
+        why = records_disagree(rec)
+        if why:
+            return "infra_failed", f"{DISAGREE}: {why}"
         return "scored", f"accuracy {rec.metrics['accuracy']}"
     if rec.metrics_problem:
         return "infra_failed", f"metrics.json is invalid: {rec.metrics_problem}"
@@ -215,12 +257,16 @@ def _unsolved(rec: CellRecords, alive: Liveness) -> tuple[str, str]:
         return "infra_failed", solving[1]
     if (rec.solve_state or {}).get("state") == "failed":
         return "infra_failed", f"solve failed in the harness: {rec.solve_state.get('reason', '?')}"
+    if (rec.solve_state or {}).get("state") == "interrupted":
+        return "infra_failed", _interrupted(rec.solve_state)
     return "pending", "not solved yet"
 
 
 def _solved(rec: CellRecords, evaluating: tuple[bool, str] | None) -> tuple[str, str]:
     """A solved cell without a score: what its model and its scoring say."""
     agent = f"agent {rec.solve.get('description', '?')}"
+    if rec.solve.get("agent_problem"):
+        return "agent_failed", f"{agent}; {str(rec.solve['agent_problem'])[:300]}"
     if not rec.solve.get("final_model_files"):
         return "agent_failed", f"{agent}; no final model"
     ev = rec.evaluate or {}
@@ -233,6 +279,8 @@ def _solved(rec: CellRecords, evaluating: tuple[bool, str] | None) -> tuple[str,
         return "infra_failed", f"scorer: {ev.get('reason', '?')}"
     if evaluating:  # a running record whose process is gone
         return "infra_failed", evaluating[1]
+    if (rec.evaluate_state or {}).get("state") == "interrupted":
+        return "infra_failed", _interrupted(rec.evaluate_state)
     if (rec.evaluate_state or {}).get("state") == "failed":
         return "infra_failed", f"evaluate failed in the harness: {rec.evaluate_state.get('reason', '?')}"
     return "pending", f"solved ({agent}); not scored yet"
@@ -242,13 +290,20 @@ def cell_outcome(
     cell_dir: str | Path, alive: Liveness = lambda state: None, all_records: bool = True
 ) -> tuple[str, str, CellRecords]:
     """Read and classify one cell dir (one listing, then only the files that exist).
-    Without all_records, a valid metrics.json is the only file read, and it is opened
-    before anything is listed: enough to say `scored` (status reads most cells so)."""
+    Without all_records, a valid metrics.json and the evaluate.json that vouches for it
+    are the only files read, opened before anything is listed: enough to say `scored`
+    (status reads most cells so)."""
     if not all_records:
-        metrics, _ = _read_metrics(cell_dir)
+        metrics, _, digest = _read_metrics(cell_dir)
         if metrics is not None:
-            rec = CellRecords(metrics=metrics)
-            return (*classify(rec, alive), rec)
+            rec = CellRecords(
+                metrics=metrics,
+                metrics_sha256=digest,
+                evaluate=read_json_dict(os.path.join(cell_dir, "evaluate.json")),
+                solve_listed=os.path.exists(os.path.join(cell_dir, "solve.json")),
+            )
+            if records_disagree(rec) is None:
+                return (*classify(rec, alive), rec)
     try:
         present = frozenset(e.name for e in os.scandir(cell_dir))
     except (FileNotFoundError, NotADirectoryError):

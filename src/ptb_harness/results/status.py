@@ -35,6 +35,8 @@ class CellStatus:
     #: the judge's flag of a scored cell, e.g. "contamination" or "judge_failed"; "" when none
     flag: str = ""
     flag_justification: str = ""
+    #: a metrics.json exists (whether or not the records vouch for it)
+    metrics_present: bool = False
 
     @property
     def mark(self) -> str:
@@ -63,7 +65,7 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[C
 
     def read(rel: str) -> CellStatus:
         cell_dir = os.path.join(root, rel)
-        outcome, evidence, _ = cell_outcome(cell_dir, alive, all_records=False)
+        outcome, evidence, rec = cell_outcome(cell_dir, alive, all_records=False)
         flag = cell_flag(cell_dir, judged) if outcome == "scored" else None
         return CellStatus(
             cells_by_rel[rel],
@@ -72,6 +74,7 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[C
             f"{results}/{rel}/metrics.json",
             flag.reason if flag else "",
             flag.justification if flag else "",
+            rec.metrics is not None or rec.metrics_sha256 is not None or rec.metrics_problem is not None,
         )
 
     return map_cells(read, rels)
@@ -149,6 +152,10 @@ def targets(statuses: list[CellStatus], include_agent_failed: bool = False) -> l
     """metrics.json of every cell that lacks a score and is not running: give these to
     Snakemake and it plans only them (fast at any campaign size). An agent's failure is
     final (rescoring a model that cannot be loaded fails the same way, every time), so
-    agent_failed cells are left out unless asked for."""
+    agent_failed cells are left out unless asked for. A cell whose metrics.json exists but
+    is not vouched for (records disagree, invalid) is also named after `--forcerun`, last
+    on the line: Snakemake would otherwise find the file and do nothing."""
     skip = {"scored", "running"} | (set() if include_agent_failed else {"agent_failed"})
-    return [s.target for s in statuses if s.outcome not in skip]
+    redo = [s.target for s in statuses if s.outcome not in skip]
+    forced = [s.target for s in statuses if s.outcome == "infra_failed" and s.metrics_present]
+    return redo + (["--forcerun", *forced] if forced else [])

@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from ptb_harness.core.errors import Interrupted
+
 _PR_SET_CHILD_SUBREAPER = 36
 
 Status = Literal["exited", "timeout", "signal"]
@@ -73,12 +75,13 @@ def become_subreaper() -> bool:
         return False
 
 
-def pump_timestamped(src: BinaryIO, dst: BinaryIO) -> int:
+def pump_timestamped(src: BinaryIO, dst: BinaryIO, max_bytes: int | None = None) -> int:
     """Copy src to dst, prefixing every line with ``[YYYY-MM-DDTHH:MM:SSZ] `` (UTC).
 
     Works on bytes, so binary output and invalid UTF-8 pass through untouched; a line
     split across reads gets one prefix; each read is flushed so a crash loses nothing.
-    Returns the number of bytes read.
+    After ``max_bytes`` read, the rest is read and dropped (the child never blocks on a
+    full pipe) and one line at the end says how much was cut. Returns the bytes read.
     """
     at_line_start = True
     total = 0
@@ -87,6 +90,11 @@ def pump_timestamped(src: BinaryIO, dst: BinaryIO) -> int:
         chunk = read(65536)
         if not chunk:
             break
+        cut = max_bytes is not None and total + len(chunk) > max_bytes
+        dropped = 0
+        if cut:
+            keep = max(0, max_bytes - total)  # type: ignore[operator]
+            chunk, dropped = chunk[:keep], len(chunk) - keep
         total += len(chunk)
         stamp = f"[{utc_stamp()}] ".encode()
         out = bytearray()
@@ -103,6 +111,14 @@ def pump_timestamped(src: BinaryIO, dst: BinaryIO) -> int:
             else:
                 out += b"\n"
                 at_line_start = True
+        if cut:
+            while more := read(1 << 20):
+                dropped += len(more)
+            out += b"" if at_line_start else b"\n"
+            out += stamp + f"[harness] trace cut at {max_bytes} bytes; {dropped} more bytes dropped\n".encode()
+            dst.write(out)
+            dst.flush()
+            return total + dropped
         dst.write(out)
         dst.flush()
     return total
@@ -237,6 +253,34 @@ class _Terminated(Exception):
         self.signum = signum
 
 
+class _StopSignals:
+    """SIGTERM/SIGINT/SIGHUP (the workflow manager stopping the job) raise _Terminated
+    once ``arm()`` is called; one that arrives before, while the child is being started,
+    is held until then (raised inside Popen it would leave the started child unstopped)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.pending: list[int] = []
+        self.armed = False
+        self.previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if not self.armed:
+            self.pending.append(signum)
+            return
+        raise _Terminated(signum)
+
+    def arm(self) -> None:
+        self.armed = True
+        if self.pending:
+            raise _Terminated(self.pending[0])
+
+    def restore(self) -> None:
+        for s, h in self.previous.items():
+            signal.signal(s, h)
+
+
 def run_budgeted(
     argv: Sequence[str],
     *,
@@ -248,13 +292,15 @@ def run_budgeted(
     timestamps: bool = True,
     output_mode: int = 0o600,
     append: bool = False,
+    on_start: Callable[[int], None] | None = None,
+    max_output_bytes: int | None = None,
 ) -> ProcessResult:
     """Run argv with stdout+stderr merged into ``output`` (created with output_mode).
 
     At ``budget_s`` the child's process group gets SIGTERM, and SIGKILL after
     ``kill_grace_s``. If this process receives SIGTERM/SIGINT/SIGHUP meanwhile (the
     workflow manager is stopping the job), the child's group is stopped the same way and
-    the signal is re-raised as SystemExit after the child is gone.
+    the signal is re-raised as Interrupted (a SystemExit) after the child is gone.
     """
     become_subreaper()
     output = Path(output)
@@ -262,10 +308,7 @@ def run_budgeted(
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), output_mode)
     out_f = os.fdopen(fd, "wb")
 
-    def _on_signal(signum: int, _frame: object) -> None:
-        raise _Terminated(signum)
-
-    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    guard = _StopSignals()
     started = time.time()
     proc = subprocess.Popen(
         list(argv),
@@ -277,10 +320,12 @@ def run_budgeted(
         start_new_session=True,
     )
     pgid = proc.pid  # start_new_session: the child leads its own group
+    if on_start is not None:
+        on_start(proc.pid)
     pump = None
     if timestamps:
         assert proc.stdout is not None
-        pump = threading.Thread(target=pump_timestamped, args=(proc.stdout, out_f), daemon=True)
+        pump = threading.Thread(target=pump_timestamped, args=(proc.stdout, out_f, max_output_bytes), daemon=True)
         pump.start()
 
     timed_out = False
@@ -288,6 +333,7 @@ def run_budgeted(
     interrupted: _Terminated | None = None
     try:
         try:
+            guard.arm()
             proc.wait(timeout=budget_s)
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -298,8 +344,7 @@ def run_budgeted(
         term_then_kill(pgid, kill_grace_s, _exits_within(proc))
         proc.wait()
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        guard.restore()
         ended = time.time()
         stop_leftovers(pgid, grace_s=min(kill_grace_s, 5.0))
         if pump is not None:
@@ -307,10 +352,12 @@ def run_budgeted(
         out_f.close()
 
     if interrupted is not None:
-        raise SystemExit(128 + interrupted.signum)
-    rc = proc.returncode
+        raise Interrupted(interrupted.signum)
     if timed_out:
         return ProcessResult("timeout", None, final_signal, started, ended)
-    if rc < 0:
-        return ProcessResult("signal", None, -rc, started, ended)
-    return ProcessResult("exited", rc, None, started, ended)
+    rc = proc.returncode
+    return (
+        ProcessResult("signal", None, -rc, started, ended)
+        if rc < 0
+        else ProcessResult("exited", rc, None, started, ended)
+    )

@@ -1,21 +1,27 @@
-"""Sandboxes for the agent and the scorer: one view, two runtimes.
+"""Sandboxes for the agent and the scorer: one view, three runtimes.
 
-``none`` runs a clean host subprocess (laptops, CI, the demo); ``apptainer`` runs the
-same command in a container. Both give the process the same view: the same variable
-names, HOME with the task in HOME/task, TMPDIR, one Hugging Face cache named by all of
-its variables, the XDG cache, and the cell's GPUs.
+``none`` runs a clean host subprocess (trusted agents only: laptops, CI, the demo);
+``bwrap`` (bubblewrap) and ``apptainer`` isolate it. All give the process the same view:
+the same variable names, HOME with the task in HOME/task, TMPDIR, one Hugging Face cache
+named by all of its variables, an XDG cache inside HOME, and the cell's GPUs. Under
+``bwrap`` and ``apptainer`` it also gets its own PID namespace (it cannot see or signal
+the harness) and sees no file of the host beyond the system, the interpreter and what
+is bound for it: no checkout, no results tree, no other cell, no host HOME.
 
 Secrets and every other value travel only in the environment of the launched process:
-with apptainer as ``APPTAINERENV_<NAME>`` variables, never as ``--env NAME=value`` on the
-command line (visible in ``ps`` and in logs) and never in a file. /proc/PID/environ is
-readable only by the same user and root.
+with apptainer as ``APPTAINERENV_<NAME>`` variables, with bwrap as bwrap's own
+environment (which its children inherit: bwrap's environment is exactly the agent's, so
+the last harness process the agent can see holds nothing it was not given), never as
+``--env NAME=value`` on the command line (visible in ``ps`` and in logs) and never in a
+file. /proc/PID/environ is readable only by the same user and root.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +31,17 @@ from ptb_harness.runtime.sandbox_settings import Bind, Role, RuntimeSettings
 
 #: Where the shared Hugging Face home appears inside an apptainer sandbox.
 SANDBOX_HF_HOME = "/hf_home"
+#: System directories a bwrap sandbox sees read-only (a link on the host stays a link).
+BWRAP_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt")
+#: The few files of /etc programs need (users, DNS, TLS roots, the loader's cache,
+#: Debian's alternatives); the rest of /etc (shadow, ssh keys, pip and npm credentials)
+#: stays out of sight.
+BWRAP_ETC = (
+    "passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf",
+    "ssl", "ca-certificates", "ca-certificates.conf", "pki", "alternatives", "ld.so.cache", "ld.so.conf",
+    "ld.so.conf.d", "localtime", "timezone", "os-release", "debian_version", "lsb-release", "mime.types",
+    "protocols", "services", "networks", "nvidia", "OpenCL", "vulkan", "glvnd", "magic", "inputrc",
+)  # fmt: skip
 #: The Hugging Face variables that choose a cache, highest priority first in
 #: huggingface_hub (HF_HUB_CACHE > HUGGINGFACE_HUB_CACHE > $HF_HOME/hub). All are set
 #: together, so a host-wide value (e.g. a cluster's HUGGINGFACE_HUB_CACHE) can never win.
@@ -63,10 +80,19 @@ class Launch:
     visible_names: list[str] = field(default_factory=list)
 
     def run(
-        self, output: Path, *, budget_s: float, kill_grace_s: float, output_mode: int = 0o600, append: bool = False
+        self,
+        output: Path,
+        *,
+        budget_s: float,
+        kill_grace_s: float,
+        output_mode: int = 0o600,
+        append: bool = False,
+        on_start: Callable[[int], None] | None = None,
+        max_output_bytes: int | None = None,
     ) -> ProcessResult:
-        """Run it under its budget, output into ``output`` (appended to with ``append``;
-        see ``run_budgeted``)."""
+        """Run it under its budget, output into ``output`` (appended to with ``append``,
+        cut after ``max_output_bytes``; ``on_start`` gets the child's pid; see
+        ``run_budgeted``)."""
         return run_budgeted(
             self.argv,
             env=self.env,
@@ -76,6 +102,8 @@ class Launch:
             kill_grace_s=kill_grace_s,
             output_mode=output_mode,
             append=append,
+            on_start=on_start,
+            max_output_bytes=max_output_bytes,
         )
 
 
@@ -107,28 +135,24 @@ class Sandbox:
         self.runtime = settings.runtime
 
     # -- what the sandbox sees -------------------------------------------------------------
-    def host_xdg_cache(self) -> Path | None:
-        """The host's XDG cache dir, bound through when it exists: vLLM's and
-        triton's caches would otherwise fill the 64 MiB --writable-tmpfs."""
-        value = self.host_env.get("XDG_CACHE_HOME")
-        return Path(value) if value and Path(value).is_dir() else None
-
     def view(self, job_home: Path, job_tmp: Path, hf_home_host: Path | None) -> View:
-        xdg = self.host_xdg_cache()
+        """Paths inside. The XDG cache (vLLM's, triton's) lives in HOME, i.e. the job dir
+        on scratch: a host cache bound read-write would be a channel between cells and
+        into the scorer, and the container's 64 MiB tmpfs is not used for it."""
         if self.runtime == "none":
             home = str(job_home)
             return View(
                 home=home,
                 tmp=str(job_tmp),
                 hf_home=str(hf_home_host) if hf_home_host else f"{home}/.cache/huggingface",
-                xdg_cache=str(xdg) if xdg else f"{home}/.cache",
+                xdg_cache=f"{home}/.cache",
             )
         home = self.settings.sandbox_home
         return View(
             home=home,
             tmp="/tmp",
             hf_home=SANDBOX_HF_HOME if hf_home_host else f"{home}/.cache/huggingface",
-            xdg_cache=str(xdg) if xdg else f"{home}/.cache",
+            xdg_cache=f"{home}/.cache",
         )
 
     # -- the launch ------------------------------------------------------------------------
@@ -157,16 +181,20 @@ class Sandbox:
         inner["CUDA_VISIBLE_DEVICES"] = ",".join(r.gpus)
         inner["NVIDIA_VISIBLE_DEVICES"] = ",".join(r.gpus) if r.gpus else "void"
         visible = sorted(inner)
-        if self.runtime == "none":
+        if self.runtime in ("none", "bwrap"):
             path = self.host_env.get("PATH", os.defpath)
             # no image: the sandbox's `python` is the harness's interpreter, and the
             # pinned agent CLIs (`ptb-harness setup-agents`) come before the host's
             dirs = [str(Path(sys.executable).parent), path]
+            prefix = None
             if r.role == "agent":
                 prefix = Path(self.settings.agent_cli_prefix or "resources/agent-cli").resolve()
                 dirs.insert(0, str(prefix / "node_modules" / ".bin"))
             inner["PATH"] = os.pathsep.join(dirs)
-            return Launch(list(r.command), inner, r.job_home / r.workdir, sorted(inner))
+            if self.runtime == "none":
+                return Launch(list(r.command), inner, r.job_home / r.workdir, sorted(inner))
+            extra = [Bind(prefix, str(prefix), read_only=True)] if prefix is not None and prefix.is_dir() else []
+            return self._bwrap(r, inner, extra)
         return self._apptainer(r, inner, visible)
 
     def _apptainer(self, r: LaunchRequest, inner: dict[str, str], visible: list[str]) -> Launch:
@@ -181,15 +209,9 @@ class Sandbox:
             argv.append("--nvccli")
         if site.cleanenv:
             argv.append("--cleanenv")
-        argv += ["--writable-tmpfs", "--home", f"{r.job_home}:{home}", "--pwd", f"{home}/{r.workdir}"]
-        all_binds = [Bind(r.job_tmp, "/tmp")]
-        if r.hf_home_host is not None:
-            all_binds.append(Bind(r.hf_home_host, SANDBOX_HF_HOME, read_only=r.hf_read_only))
-        xdg = self.host_xdg_cache()
-        if xdg is not None:
-            all_binds.append(Bind(xdg, str(xdg)))
-        all_binds += [*r.binds, *site.binds]
-        for b in all_binds:
+        # --pid: the agent cannot see or signal the harness (or anything else of the host)
+        argv += ["--pid", "--writable-tmpfs", "--home", f"{r.job_home}:{home}", "--pwd", f"{home}/{r.workdir}"]
+        for b in [Bind(r.job_tmp, "/tmp"), *self._shared_binds(r)]:
             argv += ["--bind", b.arg()]
         argv += [image, *r.command]
         # the apptainer process's own environment: PATH to find apptainer, the GPU list
@@ -200,3 +222,47 @@ class Sandbox:
         for name, value in inner.items():
             env[f"APPTAINERENV_{name}"] = value
         return Launch(argv, env, r.job_home, visible)
+
+    def _shared_binds(self, r: LaunchRequest) -> list[Bind]:
+        """The binds of both container runtimes after HOME and /tmp: the HF cache, the
+        request's, the site's."""
+        out = []
+        if r.hf_home_host is not None:
+            out.append(Bind(r.hf_home_host, SANDBOX_HF_HOME, read_only=r.hf_read_only))
+        return [*out, *r.binds, *self.settings.binds]
+
+    def bwrap_executable(self) -> str:
+        exe = shutil.which(self.settings.bwrap, path=self.host_env.get("PATH", os.defpath))
+        if exe is None:
+            raise ConfigError(f"site.bwrap: '{self.settings.bwrap}' not found (apt-get install -y bubblewrap)")
+        return exe
+
+    def _bwrap(self, r: LaunchRequest, inner: dict[str, str], extra: Sequence[Bind]) -> Launch:
+        """bubblewrap: an empty root holding the system read-only, the interpreter, the job
+        dir as HOME and the binds; a new PID namespace whose init dies with the harness
+        (so no process of the agent outlives its solve)."""
+        home = self.settings.sandbox_home
+        argv = [self.bwrap_executable(), "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
+        for d in BWRAP_SYSTEM:
+            p = Path(d)
+            if p.is_symlink():
+                argv += ["--symlink", os.readlink(p), d]
+            elif p.is_dir():
+                argv += ["--ro-bind", d, d]
+        for name in BWRAP_ETC:
+            argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        # the interpreter `python` names (a venv and its base), read-only, where they are
+        for prefix in dict.fromkeys((sys.base_prefix, sys.prefix)):
+            if not any(prefix == d or prefix.startswith(d + "/") for d in BWRAP_SYSTEM):
+                argv += ["--ro-bind", prefix, prefix]
+        argv += ["--proc", "/proc", "--dev", "/dev"]
+        for dev in sorted(Path("/dev").glob("nvidia*")):
+            # every card's device file, as apptainer --nv without --nvccli:
+            # CUDA_VISIBLE_DEVICES names the cell's cards
+            argv += ["--dev-bind", str(dev), str(dev)]
+        argv += ["--bind", str(r.job_home), home, "--bind", str(r.job_tmp), "/tmp"]
+        for b in [*self._shared_binds(r), *extra]:
+            argv += ["--ro-bind" if b.read_only else "--bind", str(b.src), b.dst]
+        argv += ["--remount-ro", "/", "--chdir", f"{home}/{r.workdir}", *r.command]
+        # bwrap's own environment is the sandbox's: its children inherit exactly it
+        return Launch(argv, inner, r.job_home, sorted(inner))

@@ -28,6 +28,7 @@ class RuntimeSettings:
     """The site's sandbox knobs (site.runtime, site.apptainer, the images, ...)."""
 
     runtime: str = "none"
+    bwrap: str = "bwrap"
     apptainer: str = "apptainer"
     agent_image: str | None = None
     scorer_image: str | None = None

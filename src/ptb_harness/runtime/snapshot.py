@@ -2,7 +2,8 @@
 
 Seed item 5: replacing the harness's own files while cells ran killed two 10-hour jobs.
 `ptb-harness run` copies the harness (Snakefile, rules, scripts, the ptb_harness package,
-the config schema) to `<workdir>/.ptb-harness/<digest>/` and starts Snakemake from that
+the config schema, and the campaign's agents/ and tasks/: the scorer that runs is part of
+what is frozen) to `<workdir>/.ptb-harness/<digest>/` and starts Snakemake from that
 copy, with the copy's package first on PYTHONPATH. Every job of the run, on any node,
 reads the copy; editing or replacing files of the checkout changes nothing until the
 next `run`. Each cell records the digest (and the checkout's git commit) it ran with.
@@ -18,10 +19,17 @@ import subprocess
 from pathlib import Path
 
 #: What makes up the harness, relative to its root.
-HARNESS_PATHS = ("Snakefile", "workflow", "src/ptb_harness", "src/ptb_scorer", "config/config.schema.yaml")
+CODE_PATHS = ("Snakefile", "workflow", "src/ptb_harness", "src/ptb_scorer", "config/config.schema.yaml")
+#: The agents and tasks (scorers) a campaign runs: taken from the campaign's working
+#: directory when it has them (else the checkout's), frozen with the code.
+CAMPAIGN_PATHS = ("agents", "tasks")
+HARNESS_PATHS = CODE_PATHS + CAMPAIGN_PATHS
 SNAPSHOT_DIR = ".ptb-harness"
 #: Set by `ptb-harness run` for the jobs: the checkout's git state at launch.
 GIT_ENV = "PTB_HARNESS_GIT"
+#: Set by `ptb-harness run` for the jobs: the snapshot, whose agents/ and tasks/ the
+#: campaign reads instead of the working directory's (see Campaign.agents_dir).
+SNAPSHOT_ENV = "PTB_HARNESS_SNAPSHOT"
 
 
 def harness_root() -> Path:
@@ -29,23 +37,30 @@ def harness_root() -> Path:
     return Path(__file__).resolve().parents[3]
 
 
-def _files(root: Path) -> list[Path]:
+def _files(root: Path, workdir: Path | None = None) -> list[tuple[str, Path]]:
+    """(relative path, file) of everything frozen: code from root, agents/ and tasks/
+    from workdir where it has them."""
     out = []
     for rel in HARNESS_PATHS:
-        p = root / rel
+        base = workdir if workdir is not None and rel in CAMPAIGN_PATHS and (workdir / rel).is_dir() else root
+        p = base / rel
         if p.is_file():
-            out.append(p)
+            out.append((rel, p))
         elif p.is_dir():
-            out += [f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"]
+            out += [
+                (str(f.relative_to(base)), f)
+                for f in p.rglob("*")
+                if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"
+            ]
     return sorted(out)
 
 
-def harness_digest(root: Path | None = None) -> str:
+def harness_digest(root: Path | None = None, workdir: Path | None = None) -> str:
     """sha256 over the harness's files (paths and contents)."""
     root = root or harness_root()
     h = hashlib.sha256()
-    for f in _files(root):
-        h.update(str(f.relative_to(root)).encode() + b"\0")
+    for rel, f in _files(root, workdir):
+        h.update(rel.encode() + b"\0")
         h.update(f.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -73,16 +88,18 @@ def git_state(root: Path | None = None) -> str | None:
 
 
 def make_snapshot(workdir: Path, root: Path | None = None) -> Path:
-    """The snapshot of the harness under workdir (made once per distinct content)."""
+    """The snapshot of the harness (and the workdir's agents and tasks) under workdir,
+    made once per distinct content."""
     root = root or harness_root()
-    digest = harness_digest(root)
-    dest = Path(workdir).resolve() / SNAPSHOT_DIR / digest[:16]
+    workdir = Path(workdir).resolve()
+    digest = harness_digest(root, workdir)
+    dest = workdir / SNAPSHOT_DIR / digest[:16]
     if dest.is_dir():
         return dest
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    for f in _files(root):
-        target = tmp / f.relative_to(root)
+    for rel, f in _files(root, workdir):
+        target = tmp / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, target)
     try:
@@ -90,6 +107,17 @@ def make_snapshot(workdir: Path, root: Path | None = None) -> Path:
     except OSError:  # another run made the same snapshot meanwhile
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def frozen_dir(configured: Path, workdir: Path) -> Path:
+    """Where a campaign reads its agents or tasks: the snapshot's copy under
+    `ptb-harness run` when `configured` is the working directory's agents/ or tasks/."""
+    snap = os.environ.get(SNAPSHOT_ENV)
+    if snap:
+        for rel in CAMPAIGN_PATHS:
+            if configured == (workdir / rel).resolve() and (Path(snap) / rel).is_dir():
+                return Path(snap) / rel
+    return configured
 
 
 @functools.lru_cache(maxsize=1)

@@ -29,7 +29,16 @@ from ptb_harness.campaign.graders import task_uses_grader
 from ptb_harness.campaign.scoring import base_architecture
 from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.errors import HarnessError
-from ptb_harness.core.records import atomic_write_bytes, atomic_write_json, check_metrics, read_json_dict
+from ptb_harness.core.records import (
+    MAX_METRICS_BYTES,
+    atomic_write_bytes,
+    atomic_write_json,
+    check_metrics,
+    file_sha256,
+    read_json_dict,
+    read_record_bytes,
+    tree_sha256,
+)
 from ptb_harness.gpu.cellset import GpuSet, job_gpu_set
 from ptb_harness.gpu.monitor import GpuMonitor
 from ptb_harness.gpu.nvml import load_nvml
@@ -136,8 +145,9 @@ class Ladder:
             env={**self.grader_env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
             pass_names=self.pass_names,
             gpus=self.gpu_set.sandbox_ids(),
-            # the cell dir at its own absolute path, so metrics.json lands where collect reads it
-            binds=[Bind(self.cell_dir, str(self.cell_dir))],
+            # final_model at its own absolute path, read-only, wherever the results are; the
+            # cell dir (solve.json, the other records) is out of the scorer's sight
+            binds=[Bind(self.model, str(self.model), read_only=True)],
             hf_home_host=self.hf_view[0],
             hf_read_only=self.hf_view[1],
         )
@@ -156,9 +166,11 @@ class Ladder:
     def attempt(self, k: int, cap: int | None) -> tuple[dict[str, Any], bytes | None, dict[str, Any] | None]:
         """One run of evaluate.py: (its entry in evaluate.json, the metrics file's bytes
         and the metrics when they are valid)."""
-        out = self.cell_dir / f".metrics.attempt-{k}.json"
+        # the scorer writes its result into its own scratch TMPDIR, the harness reads it there
+        out = self.work / "tmp" / f"metrics.attempt-{k}.json"
         out.unlink(missing_ok=True)
-        launch = self.sandbox.launch(self._request(out, cap))
+        inside = self.sandbox.view(self.work / "home", self.work / "tmp", self.hf_view[0]).tmp
+        launch = self.sandbox.launch(self._request(Path(inside) / out.name, cap))
         attempt_log = self.attempts_dir / f"attempt-{k}.log"
         if self.cell.num_gpus:
             self._reap(k)
@@ -166,9 +178,9 @@ class Ladder:
         monitor = GpuMonitor.for_cell(self.nvml, self.gpu_set.gpus, self.cell_dir, "evaluate", self.monitor_interval_s)
         with monitor:
             result = launch.run(attempt_log, budget_s=self.timeout_s, kill_grace_s=30, output_mode=0o644)
-        data = out.read_bytes() if out.is_file() else None
+        data, why = read_record_bytes(out, MAX_METRICS_BYTES)  # no link followed, size bounded
         out.unlink(missing_ok=True)
-        metrics, why = check_metrics(data) if data is not None else (None, "wrote no metrics file")
+        metrics, why = check_metrics(data) if data is not None else (None, why or "wrote no metrics file")
         if metrics is None:
             why = grader_failure(attempt_log) or why
         scorer, invalid = scorer_report(attempt_log)
@@ -227,6 +239,13 @@ def run_evaluate(
     try:
         gpu_set = stack.enter_context(job_gpu_set(cell.num_gpus, site.gpu.assignment, host_env, nvml))
         shutil.copytree(task.dir, work / "home" / "task", symlinks=False)  # links followed (ptb_scorer)
+        # what ran: the scorer and the whole task dir, as copied (a scorer patched in
+        # the checkout shows here, and in the snapshot's digest under `ptb-harness run`)
+        record["scorer"] = {
+            "task_dir": str(task.dir),
+            "evaluate_py_sha256": file_sha256(work / "home" / "task" / "evaluate.py"),
+            "task_dir_sha256": tree_sha256(work / "home" / "task"),
+        }
         (work / "tmp").mkdir()
         grader_env, grader_keys = _grader(campaign, task)
         ladder = Ladder(
@@ -253,9 +272,15 @@ def run_evaluate(
             entry, data, metrics = ladder.attempt(k, cap)
             record["attempts"].append(entry)
             if metrics is not None:
-                atomic_write_bytes(metrics_json, data)
-                record.update(status="scored", accuracy=metrics["accuracy"], ended_at=iso_utc(time.time()))
+                # evaluate.json first: it vouches for metrics.json by its hash, so a
+                # metrics.json nobody vouches for (forged, edited) is never scored, and a
+                # kill between the two writes leaves no metrics.json (the cell reruns)
+                digest = hashlib.sha256(data).hexdigest()
+                record.update(
+                    status="scored", accuracy=metrics["accuracy"], metrics_sha256=digest, ended_at=iso_utc(time.time())
+                )
                 atomic_write_json(record_path, record)
+                atomic_write_bytes(metrics_json, data)
                 log.info("attempt %d scored accuracy=%s", k, metrics["accuracy"])
                 return record
             log.warning("attempt %d failed: evaluate.py %s, %s", k, entry["process"], entry["problem"])
@@ -286,7 +311,8 @@ def _solved(solve_json: Path, record: dict[str, Any], record_path: Path) -> dict
     if solve is None:
         raise HarnessError(f"{solve_json}: missing or not valid JSON; rerun the solve")
     if not solve.get("final_model_files"):
-        record.update(status="no_model", reason=f"agent {solve.get('description', '?')} and left no final model")
+        why = solve.get("agent_problem") or "left no final model"
+        record.update(status="no_model", reason=f"agent {solve.get('description', '?')} and {why}")
         atomic_write_json(record_path, record)
         raise HarnessError(f"nothing to score: {record['reason']}")
     return solve

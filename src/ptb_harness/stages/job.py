@@ -25,7 +25,7 @@ from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.campaign.settings import campaign_from_config
-from ptb_harness.core.errors import HarnessError
+from ptb_harness.core.errors import HarnessError, Interrupted
 from ptb_harness.core.records import atomic_write_json, read_json_dict
 from ptb_harness.runtime.procs import iso_utc, process_start_ticks
 from ptb_harness.runtime.scheduler import scheduler_job
@@ -84,6 +84,13 @@ def stage(log_path: str | Path, name: str, cell_dir: str | Path | None = None) -
     try:
         yield logger
         _write_state(state_path, {**state, "state": "done", "ended_at": iso_utc(time.time())})
+    except Interrupted as e:
+        # stopped from outside (Ctrl-C, SIGTERM): a record, so it never reads as a node failure
+        logger.error("%s interrupted by signal %d", name, e.signum)
+        _write_state(
+            state_path, {**state, "state": "interrupted", "signal": e.signum, "ended_at": iso_utc(time.time())}
+        )
+        raise
     except HarnessError as e:
         logger.error("%s failed: %s", name, e)
         _write_state(state_path, {**state, "state": "failed", "reason": str(e), "ended_at": iso_utc(time.time())})

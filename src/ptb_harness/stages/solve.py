@@ -8,7 +8,7 @@ dir is kept and its path logged, so nothing the agent produced is lost.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import logging
 import os
 import shutil
@@ -25,17 +25,20 @@ from ptb_harness import __version__
 from ptb_harness.campaign.agents import AgentSpec, allowed_env_names
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.campaign.tasks import TaskSpec
-from ptb_harness.core.errors import HarnessError
-from ptb_harness.core.records import atomic_write_json, atomic_write_text
+from ptb_harness.core.errors import HarnessError, Interrupted
+from ptb_harness.core.records import atomic_write_json, atomic_write_text, file_sha256
+from ptb_harness.core.secrets import secret_needles
 from ptb_harness.gpu.cellset import GpuSet, job_gpu_set
 from ptb_harness.gpu.monitor import GpuMonitor
 from ptb_harness.gpu.nvml import load_nvml
+from ptb_harness.runtime.delivery import Delivery, deliver_file, deliver_tree
 from ptb_harness.runtime.hf_cache import hf_cache_view
 from ptb_harness.runtime.procs import ProcessResult, describe, iso_utc, utc_stamp
 from ptb_harness.runtime.sandbox import Bind, Launch, LaunchRequest, Sandbox
 from ptb_harness.runtime.scheduler import scheduler_job
 from ptb_harness.runtime.snapshot import provenance
 from ptb_harness.stages.agent_files import save_agent_files
+from ptb_harness.stages.attempts import begin_attempt, earlier_attempts, update_attempt
 from ptb_harness.stages.preflight import preflight_command, verdict
 from ptb_harness.traces.redact import Redactor, secrets_from_env
 
@@ -73,10 +76,6 @@ class JobDir:
     @property
     def harness(self) -> Path:
         return self.root / "harness"
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def render_prompt(campaign: Campaign, cell: Cell, task: TaskSpec, model_source: str, gpu_info: str) -> str:
@@ -194,28 +193,22 @@ def agent_request(
     )
 
 
-def _count_files(root: Path) -> tuple[int, int]:
-    files = size = 0
-    for dirpath, _dirs, names in os.walk(root):
+def scratch_filled(job_root: Path) -> str | None:
+    """'the agent filled its scratch (N GB)' when the job dir's filesystem has (almost)
+    no room left after the agent (under 64 MiB, or 2% on a small one): an agent outcome,
+    not a harness failure."""
+    try:
+        st = os.statvfs(job_root)
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize >= min(64 * 2**20, 0.02 * st.f_blocks * st.f_frsize):
+        return None
+    used = 0
+    for dirpath, _dirs, names in os.walk(job_root):
         for n in names:
-            p = Path(dirpath) / n
-            if p.is_file():
-                files += 1
-                size += p.stat().st_size
-    return files, size
-
-
-def _move_tree(src: Path, dst: Path) -> None:
-    """Move a directory into place; copies (following links) when src is a link or on another disk."""
-    if dst.exists() or dst.is_symlink():
-        shutil.rmtree(dst) if dst.is_dir() and not dst.is_symlink() else dst.unlink()
-    if not src.is_symlink():
-        try:
-            os.rename(src, dst)
-            return
-        except OSError:
-            pass
-    shutil.copytree(src.resolve(), dst, symlinks=False)
+            with contextlib.suppress(OSError):
+                used += os.lstat(os.path.join(dirpath, n)).st_blocks * 512
+    return f"the agent filled its scratch ({used / 1e9:.2f} GB)"
 
 
 def should_resume(result: ProcessResult, left_s: float, min_left_s: float) -> bool:
@@ -251,6 +244,10 @@ class SolveRun:
     started: float
     budget_s: float
     limit_s: float
+    #: the how-manyth try of this cell (ptb_harness.stages.attempts)
+    attempt: int
+    #: sha256 of the job dir's copy of solve.sh, taken before the agent could change it
+    solve_sh_sha256: str
 
     @property
     def gpus(self) -> list[str]:
@@ -258,7 +255,9 @@ class SolveRun:
 
     @property
     def trace(self) -> Path:
-        return self.job.harness / "solve_out.txt"
+        """Written beside the results, outside anything the agent can write: an agent that
+        fills its scratch cannot cut it short (or replace it by a link)."""
+        return self.cell_dir / ".solve_out.txt.partial"
 
     def launch(
         self,
@@ -283,16 +282,9 @@ class SolveRun:
                 budget_s=budget_s,
                 kill_grace_s=float(solve.kill_grace_seconds),
                 append=append,
+                on_start=lambda pid: update_attempt(self.cell_dir, self.attempt, agent_pid=pid),
+                max_output_bytes=site.trace_max_bytes,
             )
-
-
-@dataclass(frozen=True)
-class Delivered:
-    """What the agent left, once moved into the cell dir."""
-
-    present: bool
-    files: int
-    bytes: int
 
 
 def run_solve(
@@ -312,16 +304,29 @@ def run_solve(
     if problem:
         raise HarnessError(f"site.tmp_root: {problem}")
     nvml = load_nvml()
+    cell_dir = solve_json.parent
+    # one attempt per cell: refused while an earlier one may still run, counted otherwise
+    n = begin_attempt(cell_dir, host_env)["n"]
     # the job's GPUs (leased on machines without a scheduler), held until the record is written
     with job_gpu_set(cell.num_gpus, site.gpu.assignment, host_env, nvml) as gpu_set:
-        run = _prepare(campaign, cell, host_env, gpu_set, nvml, solve_json.parent)
+        run = _prepare(campaign, cell, host_env, gpu_set, nvml, cell_dir, n)
         try:
             result, launch, resumes = _launch(run)
             delivered = _deliver(run, final_model, raw_trace)
             record = _record(run, result, launch, resumes, delivered)
             atomic_write_json(solve_json, record)
+            update_attempt(cell_dir, n, ended_at=iso_utc(time.time()), status="done")
+        except Interrupted as e:
+            # stopped from outside (Ctrl-C, the workflow manager, the scheduler): the agent
+            # is gone, nothing of this try is kept, and a rerun redoes the cell
+            log.error("solve interrupted by signal %d; job dir removed", e.signum)
+            update_attempt(cell_dir, n, ended_at=iso_utc(time.time()), status=f"interrupted (signal {e.signum})")
+            shutil.rmtree(run.job.root, ignore_errors=True)
+            run.trace.unlink(missing_ok=True)
+            raise
         except BaseException:
             log.error("harness failed; job dir kept for inspection: %s", run.job.root)
+            update_attempt(cell_dir, n, ended_at=iso_utc(time.time()))
             raise
     _keep_agent_files(run)
     if not site.keep_job_dir:
@@ -330,7 +335,7 @@ def run_solve(
 
 
 def _prepare(
-    campaign: Campaign, cell: Cell, host_env: Mapping[str, str], gpu_set: GpuSet, nvml: Any, cell_dir: Path
+    campaign: Campaign, cell: Cell, host_env: Mapping[str, str], gpu_set: GpuSet, nvml: Any, cell_dir: Path, n: int
 ) -> SolveRun:
     """The job dir with everything the agent may see, its variables, and its deadline."""
     agent, task = campaign.agent(cell.agent), campaign.task(cell.task)
@@ -339,7 +344,8 @@ def _prepare(
     prompt = render_prompt(campaign, cell, task, campaign.model_source(cell.model), gpu_info)
     (cell_dir / "preflight.json").unlink(missing_ok=True)
     job = prepare_job_dir(campaign.settings.site.tmp_root, cell, agent, task, prompt)
-    log.info("job dir %s", job.root)
+    update_attempt(cell_dir, n, job_dir=str(job.root))
+    log.info("job dir %s (attempt %d)", job.root, n)
     variables = agent_variables(campaign, cell, agent, task, prompt)
     missing = variables.missing(host_env)
     if missing:
@@ -349,8 +355,23 @@ def _prepare(
     deadline = started + budget_s
     (job.home / "timer.sh").write_text(_TIMER.format(deadline=int(deadline), deadline_iso=iso_utc(deadline)))
     limit_s = campaign.settings.solve.time_limit_s(budget_s)
+    solve_sh_sha256 = file_sha256(job.home / "solve.sh")  # the copy that runs
     return SolveRun(
-        campaign, cell, agent, task, job, host_env, gpu_set, nvml, variables, cell_dir, started, budget_s, limit_s
+        campaign,
+        cell,
+        agent,
+        task,
+        job,
+        host_env,
+        gpu_set,
+        nvml,
+        variables,
+        cell_dir,
+        started,
+        budget_s,
+        limit_s,
+        n,
+        solve_sh_sha256,
     )
 
 
@@ -370,6 +391,9 @@ def _launch(run: SolveRun) -> tuple[ProcessResult, Launch, list[dict]]:
             run.budget_s,
             run.limit_s,
         )
+        # recorded BEFORE the agent starts: an agent can kill the harness at once, and a
+        # try it had must never read as one it did not
+        update_attempt(run.cell_dir, run.attempt, status="agent started")
         result = run.run_agent(launch, run.limit_s)
         result, resumes = _resume(run, hf_view, result)
     log.info("agent %s after %.1f s", describe(result), result.duration_s)
@@ -438,24 +462,32 @@ def _preflight_verdict(run: SolveRun, hf_view: tuple[Path | None, bool]) -> tupl
     return verdict(log_path.read_text(errors="replace"))
 
 
-def _deliver(run: SolveRun, final_model: Path, raw_trace: Path) -> Delivered:
-    """Move the agent's final_model/ (an empty one when it left none) and its trace into the cell dir."""
-    produced = run.job.task / "final_model"
-    present = produced.is_dir() or produced.is_symlink()  # before the move below takes it away
-    final_model.parent.mkdir(parents=True, exist_ok=True)
-    if produced.is_dir():
-        _move_tree(produced, final_model)
-    else:
+def _deliver(run: SolveRun, final_model: Path, raw_trace: Path) -> Delivery:
+    """Move the agent's final_model/ (an empty one when it left none or it was refused)
+    and its trace into the cell dir. Nothing of the job dir is followed out of it: lstat
+    only, links refused, the size capped, no file holding a secret's value."""
+    site = run.campaign.settings.site
+    scratch_full = scratch_filled(run.job.root)
+    secrets = secrets_from_env(run.variables.pass_names, run.host_env)
+    delivery = deliver_tree(
+        run.job.task / "final_model",
+        final_model,
+        label="final_model",
+        max_bytes=site.final_model_max_bytes,
+        needles=secret_needles(secrets),
+        refuse=scratch_full,  # what it left may be cut short: not scored
+    )
+    if not delivery.present:
         log.warning("agent left no final_model/ directory")
-        if final_model.exists():
-            shutil.rmtree(final_model)
-        final_model.mkdir()
-    n_files, n_bytes = _count_files(final_model)
-    _move_tree_file(run.job.harness / "solve_out.txt", raw_trace)
-    return Delivered(present, n_files, n_bytes)
+    if delivery.problem:
+        log.warning("agent_failed: %s", delivery.problem)
+    trace_problem = deliver_file(run.trace, raw_trace, "the trace")
+    if trace_problem:
+        raise HarnessError(f"{trace_problem} ({run.trace})")
+    return delivery
 
 
-def _record(run: SolveRun, result: ProcessResult, launch: Launch, resumes: list[dict], delivered: Delivered) -> dict:
+def _record(run: SolveRun, result: ProcessResult, launch: Launch, resumes: list[dict], delivered: Delivery) -> dict:
     """solve.json: how the agent ended, what it left, and what ran it."""
     cell, site = run.cell, run.campaign.settings.site
     return {
@@ -474,15 +506,20 @@ def _record(run: SolveRun, result: ProcessResult, launch: Launch, resumes: list[
         "scheduler": scheduler_job(run.host_env),
         "final_model_present": delivered.present,
         "final_model_files": delivered.files,
-        "final_model_bytes": delivered.bytes,
+        "final_model_bytes": delivered.size,
+        # why what the agent left was refused (an agent outcome), None when it was not
+        "agent_problem": delivered.problem,
         "model_to_train": run.variables.values["MODEL_TO_TRAIN"],
         "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in run.gpu_set.gpus],
         "gpu_source": run.gpu_set.request.source if cell.num_gpus else None,
         "env_passed": sorted(run.variables.passed(run.host_env)),
         "sandbox_env_names": launch.visible_names,
         "env_missing": sorted(run.variables.missing(run.host_env)),
-        "solve_sh_sha256": _sha256(run.agent.solve_sh),
+        "solve_sh_sha256": run.solve_sh_sha256,
         "harness": {"version": __version__, "runtime": site.runtime.runtime, "site": site.name, **provenance()},
+        # the how-manyth try of this cell, and the earlier tries in which the agent ran
+        "attempt": run.attempt,
+        "earlier_attempts": earlier_attempts(run.cell_dir, run.attempt),
     }
 
 
@@ -499,14 +536,3 @@ def _keep_agent_files(run: SolveRun) -> None:
         )
     except Exception as e:  # the solve's outputs are written; keep them
         log.warning("agent files not kept: %s: %s", type(e).__name__, e)
-
-
-def _move_tree_file(src: Path, dst: Path) -> None:
-    """Rename a file into place; across disks, copy to a temp file beside dst, then rename."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(src, dst)
-    except OSError:
-        tmp = dst.with_name(f".{dst.name}.tmp")
-        shutil.copy2(src, tmp)
-        os.replace(tmp, dst)

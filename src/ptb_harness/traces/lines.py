@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from ptb_harness.core.records import MAX_JSON_DEPTH, json_too_deep
+
 #: A line longer than this is not decoded (counted as oversized), so one runaway line
 #: cannot take the harness's memory.
 MAX_LINE = 16 * 2**20
@@ -70,9 +72,15 @@ def decode(body: bytes) -> Any:
             return None
     try:
         obj = _loads(b)
-    except (_JSONError, ValueError):  # includes invalid UTF-8
+    except (_JSONError, ValueError, RecursionError):  # includes invalid UTF-8 and deep nesting
         return None
-    return obj if isinstance(obj, dict) else None
+    if not isinstance(obj, dict):
+        return None
+    # an agent's line nested deeper than any CLI writes is noise (renderers recurse); the
+    # full check only runs on lines with many brackets (a C-speed count first)
+    if b.count(b"{") + b.count(b"[") > MAX_JSON_DEPTH and json_too_deep(obj, MAX_JSON_DEPTH):
+        return None
+    return obj
 
 
 def read_lines(f: BinaryIO, counts: dict[str, int], decode_json: bool = True) -> Iterator[Line]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from ptb_harness.core.records import json_too_deep
 from ptb_harness.traces.detect import detect, explains, explains_too_little, votes
 from ptb_harness.traces.formats import RENDERERS, Renderer
 from ptb_harness.traces.lines import Line, read_lines, strip_prefixes
@@ -24,8 +25,9 @@ from ptb_harness.traces.usage import Usage
 
 #: How many lines detection reads (a format shows itself long before).
 DETECT_LINES = 5000
-#: A file this small with no JSON line may be one pretty-printed object (gemini --output-format json).
-WHOLE_OBJECT_MAX = 64 * 2**20
+#: A file this small with no JSON line may be one pretty-printed object (gemini --output-format
+#: json). Read whole, decoded and parsed, it costs ~20x its size in memory: kept small.
+WHOLE_OBJECT_MAX = 4 * 2**20
 #: From this size on, the redactions run in child processes beside the parse.
 PARALLEL_MIN = 8 * 2**20
 
@@ -96,9 +98,9 @@ def _whole_object(path: Path) -> dict | None:
         return None
     try:
         obj, _ = json.JSONDecoder().raw_decode(text[start:].decode("utf-8", "replace"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    return obj if isinstance(obj, dict) else None
+    return obj if isinstance(obj, dict) and not json_too_deep(obj) else None
 
 
 def _header(stats: TraceStats, renderer: Renderer | None) -> list[str]:

@@ -15,13 +15,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
+from ptb_harness.core.secrets import secret_needles
 from ptb_harness.traces.lines import MAX_LINE
 
-MIN_SECRET_LEN = 8
-#: Values that are placeholders, not secrets (redacting them would blank ordinary text).
-_PLACEHOLDER = re.compile(r"^(x+|\*+|<[^>]*>|your[-_ ].*|changeme|placeholder.*|dummy.*|none|null|true|false)$", re.I)
 #: Name patterns of variables whose values count as secrets wherever they are set.
-SECRET_NAME = re.compile(r"(_API_KEY|_TOKEN|_SECRET|_PASSWORD|_ACCESS_KEY)$|^HF_TOKEN$|^HUGGING_FACE_HUB_TOKEN$")
+SECRET_NAME = re.compile(
+    r"(_API_KEY|_KEY|_TOKEN|_SECRET|_PASSWORD|_PASSWD|_PASS|_PWD|_ACCESS_KEY|_CREDENTIALS?)$"
+    r"|^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|PASSWORD|PASSWD)$",
+    re.I,
+)
 #: well-known token shapes: (literal markers, pattern, label). A pattern runs only on
 #: data holding one of its markers: a plain scan for bytes is far cheaper than a regex.
 _SHAPES = [
@@ -42,13 +44,9 @@ def secrets_from_env(names: Iterable[str], env: Mapping[str, str]) -> dict[str, 
 
 class Redactor:
     def __init__(self, secrets: Mapping[str, str]):
-        pairs = [
-            (v.encode(), f"[REDACTED:{k}]".encode())
-            for k, v in secrets.items()
-            if isinstance(v, str) and len(v) >= MIN_SECRET_LEN and not _PLACEHOLDER.match(v)
-        ]
-        # longest first, so a secret that contains another is replaced whole
-        self.pairs = sorted(pairs, key=lambda p: -len(p[0]))
+        # the literal values and their base64 forms, longest first, so a secret that
+        # contains another is replaced whole
+        self.pairs = [(needle, f"[REDACTED:{name}]".encode()) for needle, name in secret_needles(secrets)]
         self.hits: Counter = Counter()
 
     def copy(self) -> Redactor:
