@@ -250,14 +250,16 @@ def test_bwrap_sandbox_sees_only_its_job_and_cannot_touch_the_harness(tmp_path):
     env = {"CHECKOUT": str(Path(__file__).resolve().parents[2]), "RESULTS": str(tmp_path / "results")}
     env |= {"OTHER": str(other), "MODEL": str(model)}
     launch = s.launch(
-        role="agent",
-        command=["bash", "-c", BWRAP_PROBE],
-        job_home=home,
-        job_tmp=tmp,
-        workdir="task",
-        env=env,
-        pass_names=["MY_API_KEY"],
-        binds=[Bind(model, str(model), read_only=True)],
+        LaunchRequest(
+            role="agent",
+            command=["bash", "-c", BWRAP_PROBE],
+            job_home=home,
+            job_tmp=tmp,
+            workdir="task",
+            env=env,
+            pass_names=["MY_API_KEY"],
+            binds=[Bind(model, str(model), read_only=True)],
+        )
     )
     assert "HOST_SECRET" not in launch.env and launch.env["MY_API_KEY"] == "allowed-key-value"
     res = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=60)

@@ -55,13 +55,12 @@ def test_the_campaign_reads_agents_and_tasks_frozen_under_run(tmp_path, monkeypa
     assert (snap / "tasks/t/evaluate.py").read_text() == "print('honest')\n"
     assert not (snap / "tasks/arith").exists(), "the workdir's tasks, not the checkout's"
     (work / "tasks" / "t" / "evaluate.py").write_text("print('patched')\n")  # an agent patches the scorer
-    from ptb_harness.campaign.cells import Campaign
+    from ptb_harness.campaign.config import campaign_with_defaults
     from ptb_harness.runtime.snapshot import SNAPSHOT_ENV
 
-    config = {"paths": {"results_dir": "results", "agents_dir": "agents", "tasks_dir": "tasks"}}
     monkeypatch.setenv(SNAPSHOT_ENV, str(snap))
-    assert Campaign(config, work).task_dir("t") == snap / "tasks/t"
+    assert campaign_with_defaults({}, work).task_dir("t") == snap / "tasks/t"
     monkeypatch.delenv(SNAPSHOT_ENV)
-    assert Campaign(config, work).task_dir("t") == (work / "tasks/t").resolve()
+    assert campaign_with_defaults({}, work).task_dir("t") == (work / "tasks/t").resolve()
     # a changed task is a new snapshot (the digest covers it)
     assert make_snapshot(work, checkout) != snap

@@ -58,8 +58,13 @@ def test_cells_read_by_threads_come_back_in_order_and_equal_to_one_thread(tmp_pa
         if i % 5 == 0:
             continue
         d.mkdir()
-        if i % 3 == 0:
-            (d / "metrics.json").write_text(json.dumps({"accuracy": i / 1000}))
+        if i % 3 == 0:  # scored: solve.json, and the evaluate.json that vouches for metrics.json
+            data = json.dumps({"accuracy": i / 1000}).encode()
+            (d / "metrics.json").write_bytes(data)
+            (d / "solve.json").write_text(json.dumps({"final_model_files": 1, "description": "exited 0"}))
+            digest = hashlib.sha256(data).hexdigest()
+            ev = {"status": "scored", "accuracy": i / 1000, "metrics_sha256": digest}
+            (d / "evaluate.json").write_text(json.dumps(ev))
         else:
             (d / "solve.json").write_text(json.dumps({"final_model_files": 0, "description": f"exited {i}"}))
     one = cell_outcomes(dirs, threads=1)

@@ -90,7 +90,7 @@ def load_config(
     if for_run:
         # before any GPU hour: what the scorer will read offline is there
         check_data(campaign)
-        check_local_models(config, Path(workdir).resolve())
+        check_local_models(campaign)
     return campaign
 
 
@@ -98,15 +98,16 @@ def load_config(
 BUILT_MODEL = re.compile(r"^resources/models/tiny-[A-Za-z0-9_.+=-]+/?$")
 
 
-def check_local_models(config: dict[str, Any], workdir: Path) -> None:
+def check_local_models(campaign: Campaign) -> None:
     """Every local base model exists (else Snakemake would stop later with a multi-line
     MissingInputException), except those a rule of the workflow builds."""
-    for i, m in enumerate(config["models"]):
-        path = m.get("path") if isinstance(m, dict) else None
-        if path is None or BUILT_MODEL.match(path) or (workdir / path).is_dir():
+    for i, m in enumerate(campaign.models.values()):
+        if m.path is None or BUILT_MODEL.match(m.path):
             continue
-        what = "is not a directory" if (workdir / path).exists() else "not found"
-        raise ConfigError(f"models[{i}].path: {workdir / path} {what}")
+        path = Path(campaign.model_source(m.name))
+        if not path.is_dir():
+            what = "is not a directory" if path.exists() else "not found"
+            raise ConfigError(f"models[{i}].path: {path} {what}")
 
 
 def campaign_with_defaults(config: dict[str, Any], workdir: str | Path = ".") -> Campaign:

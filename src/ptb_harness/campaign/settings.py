@@ -24,8 +24,8 @@ from ptb_harness.campaign.cells import Campaign, Model, check_name, format_hours
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.runtime.hf_cache import HfCacheSettings
 from ptb_harness.runtime.sandbox_settings import Bind, RuntimeSettings
-from ptb_scorer.grader import Endpoint, GraderConfigError
 from ptb_harness.runtime.snapshot import frozen_dir
+from ptb_scorer.grader import Endpoint, GraderConfigError
 
 T = TypeVar("T")
 
