@@ -47,17 +47,12 @@ class Handler(BaseHTTPRequestHandler):
         if not self.path.endswith("/chat/completions"):
             self._send(404, {"error": "not found"})
             return
-        self._send(
-            200,
-            {
-                "id": "cmpl-1",
-                "object": "chat.completion",
-                "created": 0,
-                "model": model,
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": REPLY}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
-            },
-        )
+        self._send(200, {
+            "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": REPLY}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+        })
 
 
 ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
