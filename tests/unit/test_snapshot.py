@@ -12,7 +12,7 @@ def copy_harness(dest):
     for rel in ("Snakefile", "workflow", "src", "config", "agents", "tasks"):
         src = REPO / rel
         if src.is_dir():
-            shutil.copytree(src, dest / rel, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, dest / rel, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)

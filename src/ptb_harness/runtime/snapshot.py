@@ -38,30 +38,34 @@ def harness_root() -> Path:
 
 
 def _files(root: Path, workdir: Path | None = None) -> list[tuple[str, Path]]:
-    """(relative path, file) of everything frozen: code from root, agents/ and tasks/
-    from workdir where it has them."""
+    """(relative path, file or link) of everything frozen: code from root, agents/ and
+    tasks/ from workdir where it has them. A link (a task's ptb_scorer -> src/ptb_scorer)
+    is frozen as the link, not followed: relative, it points into the snapshot too."""
     out = []
     for rel in HARNESS_PATHS:
         base = workdir if workdir is not None and rel in CAMPAIGN_PATHS and (workdir / rel).is_dir() else root
         p = base / rel
         if p.is_file():
             out.append((rel, p))
-        elif p.is_dir():
-            out += [
-                (str(f.relative_to(base)), f)
-                for f in p.rglob("*")
-                if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"
-            ]
-    return sorted(out)
+            continue
+        for dirpath, dirs, names in os.walk(p):
+            here = Path(dirpath)
+            dirs[:] = [d for d in dirs if d != "__pycache__" and not (here / d).is_symlink()]
+            links = [d for d in os.listdir(here) if (here / d).is_symlink() and (here / d).is_dir()]
+            for name in [*names, *links]:
+                f = here / name
+                if f.suffix != ".pyc" and (f.is_symlink() or f.is_file()):
+                    out.append((str(f.relative_to(base)), f))
+    return sorted(set(out))
 
 
 def harness_digest(root: Path | None = None, workdir: Path | None = None) -> str:
-    """sha256 over the harness's files (paths and contents)."""
+    """sha256 over the harness's files (paths and contents; a link's target path)."""
     root = root or harness_root()
     h = hashlib.sha256()
     for rel, f in _files(root, workdir):
         h.update(rel.encode() + b"\0")
-        h.update(f.read_bytes() + b"\0")
+        h.update((b"link:" + os.readlink(f).encode() if f.is_symlink() else f.read_bytes()) + b"\0")
     return h.hexdigest()
 
 
@@ -101,7 +105,10 @@ def make_snapshot(workdir: Path, root: Path | None = None) -> Path:
     for rel, f in _files(root, workdir):
         target = tmp / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f, target)
+        if f.is_symlink():
+            os.symlink(os.readlink(f), target)
+        else:
+            shutil.copy2(f, target)
     try:
         os.rename(tmp, dest)
     except OSError:  # another run made the same snapshot meanwhile
