@@ -39,14 +39,30 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
     return [str(t.get("name") or t.get("type")) for t in body.get("tools") or [] if isinstance(t, dict)]
 
 
+def _parameters(body: dict[str, Any], name: str) -> set[str]:
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict) and (tool.get("name") or tool.get("type")) == name:
+            return set(((tool.get("parameters") or {}).get("properties") or {}).keys())
+    return set()
+
+
 def shell_call(body: dict[str, Any], command: str) -> tuple[str, str]:
-    """(tool name, JSON arguments) for the CLI's shell tool."""
+    """(tool name, JSON arguments) for the CLI's shell tool. A long command gets a long
+    wait, as a real model asks for one (by default Codex hands a command still running
+    back to the model after 10 s), so the harness's budget is what ends it."""
     names = _tool_names(body)
     if "shell_command" in names:
-        return "shell_command", json.dumps({"command": command})
-    if "exec_command" in names:
-        return "exec_command", json.dumps({"cmd": command})
-    return "shell", json.dumps({"command": ["bash", "-lc", command]})
+        name, args = "shell_command", {"command": command}
+    elif "exec_command" in names:
+        name, args = "exec_command", {"cmd": command}
+    else:
+        name, args = "shell", {"command": ["bash", "-lc", command]}
+    params = _parameters(body, name)
+    if "timeout_ms" in params:
+        args["timeout_ms"] = 3_600_000
+    if "yield_time_ms" in params:  # exec_command hands a running command back after this
+        args["yield_time_ms"] = 3_600_000
+    return name, json.dumps(args)
 
 
 def _usage(u: dict[str, int]) -> dict[str, Any]:
