@@ -25,7 +25,8 @@ BIG_SCORER = """
     ap = argparse.ArgumentParser()
     ap.add_argument("--model-path"); ap.add_argument("--json-output-file"); ap.add_argument("--max-tokens")
     a = ap.parse_args()
-    samples = [{"id": i, "output": "x" * 90} for i in range(50_000)]
+    # ~0.9 MB: as large as a metrics.json may be (MAX_METRICS_BYTES, 1 MiB), a long write
+    samples = [{"id": i, "output": "x" * 90} for i in range(8_500)]
     pathlib.Path(a.json_output_file).write_text(json.dumps({"accuracy": 0.625, "samples": samples}))
 """
 DRIVER = """
@@ -88,9 +89,10 @@ def test_sigkill_of_the_evaluate_stage_at_random_points(tmp_path):
 
 
 def test_sigkill_of_the_writer_mid_write(tmp_path):
-    """The writer alone, rewriting a 5 MB metrics.json in a loop, killed at random times."""
+    """The writer alone, rewriting a 0.9 MB metrics.json (near the 1 MiB limit) in a loop,
+    killed at random times."""
     payload = tmp_path / "payload.json"
-    payload.write_text(json.dumps({"accuracy": 0.5, "samples": ["y" * 100] * 50_000}))
+    payload.write_text(json.dumps({"accuracy": 0.5, "samples": ["y" * 100] * 8_500}))
     expected = hashlib.sha256(payload.read_bytes()).hexdigest()
     target = tmp_path / "metrics.json"
     rng = random.Random(9)
