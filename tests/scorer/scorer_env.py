@@ -8,6 +8,7 @@ locations once, at import: the in-process tests import them inside that window.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +36,9 @@ def hf_home() -> Iterator[Path]:
         write_fixture_cache(HF_HOME)
     saved = {k: os.environ.get(k) for k in SCORER_ENV}
     os.environ.update(SCORER_ENV)
+    # another test module may have imported `datasets` already (the judge's tests do), and
+    # it read its cache paths then: point them here too, as a fresh import would
+    patched = _point_datasets_here()
     try:
         yield HF_HOME
     finally:
@@ -43,6 +47,29 @@ def hf_home() -> Iterator[Path]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        for (module, name), value in patched.items():
+            setattr(module, name, value)
+
+
+def _point_datasets_here() -> dict:
+    """Set datasets.config's cache paths and offline flag as they would be read from
+    SCORER_ENV at import; returns the old values to restore."""
+    config = sys.modules.get("datasets.config")
+    if config is None:
+        return {}
+    cache = HF_HOME / "datasets"
+    new = {
+        "HF_CACHE_HOME": str(HF_HOME),
+        "HF_DATASETS_CACHE": cache,
+        "DOWNLOADED_DATASETS_PATH": cache / config.DOWNLOADED_DATASETS_DIR,
+        "EXTRACTED_DATASETS_PATH": cache / config.DOWNLOADED_DATASETS_DIR / config.EXTRACTED_DATASETS_DIR,
+        "HF_HUB_OFFLINE": True,
+        "HF_DATASETS_OFFLINE": True,
+    }
+    old = {(config, name): getattr(config, name) for name in new}
+    for name, value in new.items():
+        setattr(config, name, value)
+    return old
 
 
 @pytest.fixture(scope="session")
