@@ -116,10 +116,11 @@ ISOLATED_ONLY = {"read_parent_environ", "kill_everything"}
 
 
 def session_alive(sid: int) -> bool:
-    """Whether any process of session sid still runs (from /proc)."""
+    """Whether any process of session sid still runs (from /proc; zombies run nothing)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError):
-            if int(stat.read_bytes().rsplit(b")", 1)[1].split()[3]) == sid:
+            fields = stat.read_bytes().rsplit(b")", 1)[1].split()
+            if int(fields[3]) == sid and fields[0] != b"Z":
                 return True
     return False
 
@@ -309,12 +310,13 @@ def test_a_rerun_gives_no_silent_second_try(attacked):
             # led by the pid it recorded), and nothing else
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(orphan, 9)
-        for _ in range(100):
-            if not any(Path(f"/proc/{p}").exists() for p in (orphan,)) and not session_alive(orphan):
+        for _ in range(300):
+            if not session_alive(orphan):
                 break
             time.sleep(0.1)
     rerun = one_liner()
     seen = outcomes(workdir, profile)
+    assert (forge / "solve.json").exists(), rerun.stderr[-3000:]
     solve = json.loads((forge / "solve.json").read_text())
     if runtime == "none":
         # its second solve is attempt 2, carrying the first's evidence, and the leaderboard says so

@@ -61,7 +61,7 @@ def _survivors(entry: Mapping[str, Any]) -> list[int]:
         if not name.isdigit() or int(name) == me:
             continue
         fields = _stat_fields(name)
-        if fields is None:
+        if fields is None or fields[0] == b"Z":  # gone, or a zombie: it runs nothing any more
             continue
         # field 6 of /proc/PID/stat is the session id (fields[3] after the command name)
         if isinstance(session, int) and int(fields[3]) == session:
