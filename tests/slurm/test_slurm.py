@@ -144,7 +144,6 @@ def test_replacing_harness_files_mid_solve_changes_nothing(tmp_path, slurm_profi
         else:
             (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, checkout / rel)
-    original = harness_digest(checkout)
     started = tmp_path / "agent-started"
     workdir = tmp_path / "campaign"
     make_workdir(workdir)
@@ -154,6 +153,8 @@ def test_replacing_harness_files_mid_solve_changes_nothing(tmp_path, slurm_profi
         f"touch {started}\nsleep 15\nmkdir -p final_model && echo '{{\"score\": 0.9}}' > final_model/config.json\n",
     )
     write_config(workdir, campaign_config(agents=["slow"], hours=[0.01]))
+    # the digest covers the code and the campaign's agents/ and tasks/ as they are now
+    original = harness_digest(checkout, workdir)
     env = {**os.environ, "CONDOR_CONFIG": os.devnull, "PYTHONPATH": str(checkout / "src")}
     cmd = [sys.executable, "-m", "ptb_harness", "run", "--workdir", str(workdir), "--profile", str(slurm_profile)]
     proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
