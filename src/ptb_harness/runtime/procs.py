@@ -132,6 +132,7 @@ class ProcStat:
     state: str  # R, S, D, Z (zombie), T, ...
     ppid: int
     start_ticks: int  # start time in clock ticks since boot (tells a pid from its reuse)
+    session: int = 0  # the session id (the agent's session groups every process it started)
 
     @property
     def zombie(self) -> bool:
@@ -151,7 +152,7 @@ def read_proc_stat(pid: int | str) -> ProcStat | None:
         return None
     fields = stat[stat.rfind(b")") + 2 :].split()
     try:
-        return ProcStat(int(pid), fields[0].decode(), int(fields[1]), int(fields[19]))
+        return ProcStat(int(pid), fields[0].decode(), int(fields[1]), int(fields[19]), int(fields[3]))
     except (IndexError, ValueError):
         return None
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_json, read_json_dict
-from ptb_harness.runtime.procs import iso_utc
+from ptb_harness.runtime.procs import iso_utc, process_start_ticks, read_proc_stat
 from ptb_harness.runtime.scheduler import live_slurm_jobs, scheduler_job
 
 ATTEMPTS_FILE = "solve.attempts.json"
@@ -31,28 +31,12 @@ ATTEMPTS_FILE = "solve.attempts.json"
 FORCE_ENV = "PTB_EARLIER_ATTEMPT_GONE"
 
 
-def _start_ticks(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    return int(stat.rsplit(b")", 1)[1].split()[19])
-
-
-def _stat_fields(pid: str) -> list[bytes] | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    return stat.rsplit(b")", 1)[1].split()
-
-
 def _survivors(entry: Mapping[str, Any]) -> list[int]:
     """PIDs on this host that belong to the attempt: its harness process (same start
     time), the agent's session, or anything working in its job dir."""
     found = []
     harness = entry.get("harness_pid")
-    if isinstance(harness, int) and _start_ticks(harness) == entry.get("harness_pid_start_ticks"):
+    if isinstance(harness, int) and process_start_ticks(harness) == entry.get("harness_pid_start_ticks"):
         found.append(harness)
     session = entry.get("agent_pid")
     job_dir = entry.get("job_dir")
@@ -60,11 +44,10 @@ def _survivors(entry: Mapping[str, Any]) -> list[int]:
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
-        fields = _stat_fields(name)
-        if fields is None or fields[0] == b"Z":  # gone, or a zombie: it runs nothing any more
+        proc = read_proc_stat(name)
+        if proc is None or proc.zombie:  # gone, or a zombie: it runs nothing any more
             continue
-        # field 6 of /proc/PID/stat is the session id (fields[3] after the command name)
-        if isinstance(session, int) and int(fields[3]) == session:
+        if isinstance(session, int) and proc.session == session:
             found.append(int(name))
             continue
         if isinstance(job_dir, str):
@@ -127,7 +110,7 @@ def begin_attempt(cell_dir: Path, host_env: Mapping[str, str]) -> dict[str, Any]
         "started_at": iso_utc(time.time()),
         "host": socket.gethostname(),
         "harness_pid": os.getpid(),
-        "harness_pid_start_ticks": _start_ticks(os.getpid()),
+        "harness_pid_start_ticks": process_start_ticks(os.getpid()),
         "scheduler": scheduler_job(host_env),
         # until the agent's process starts: a try that dies before gave the agent nothing
         "status": "agent not started",
