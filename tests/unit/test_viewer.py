@@ -86,7 +86,19 @@ def test_large_or_broken_records_are_not_inlined(tmp_path, monkeypatch):
     write_viewer(tmp_path / "v", "c", [cell])
     page = (tmp_path / "v" / "cells" / f"{cell.slug}.html").read_text()
     assert "[[[[" in page  # shown as it is
-    assert "too large to show here" in page
+    assert "more than the 262144 it may have, not shown" in page
+
+
+def test_links_in_a_cell_are_never_followed(tmp_path):
+    cell = make_cell(tmp_path, "a", "scored", "", None)
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST SECRET")
+    (cell.cell_dir / "metrics.json").symlink_to(secret)
+    (cell.cell_dir / "solve_parsed_sanitized.txt").symlink_to("/dev/zero")
+    stats = write_viewer(tmp_path / "v", "c", [cell])
+    page = (tmp_path / "v" / "cells" / f"{cell.slug}.html").read_text()
+    assert "HOST SECRET" not in page and "metrics.json: cannot be read" in page
+    assert stats.transcripts_written == 0 and "no transcript yet" in page
 
 
 def test_flagged_cells_are_marked_in_the_grid(tmp_path):

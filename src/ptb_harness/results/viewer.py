@@ -15,18 +15,18 @@ transcript changed; ``.stamps.json`` keeps the signatures.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import json
 import os
 import shutil
+import stat
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.core.records import atomic_write_text
+from ptb_harness.core.records import atomic_write_text, loads_bounded, read_record_bytes
 
 #: the stylesheet and the transcript pager (a script: see its header)
 ASSETS = Path(__file__).parent / "assets"
@@ -95,16 +95,15 @@ def _signature(cell: ViewerCell, names: Iterable[str]) -> list:
 
 def _record_html(cell_dir: Path, name: str) -> str | None:
     path = cell_dir / name
-    try:
-        size = path.stat().st_size
-        if size > MAX_INLINE_BYTES:
-            return f"<p class='muted'>{_esc(name)}: {size:,} bytes, too large to show here ({_esc(path)})</p>"
-        text = path.read_text(errors="replace")
-    except OSError:
-        return None
+    # no link followed, no device read, bounded: a record may have been forged or replaced
+    data, why = read_record_bytes(path, MAX_INLINE_BYTES)
+    if data is None:
+        return f"<p class='muted'>{_esc(name)}: {_esc(why)}, not shown ({_esc(path)})</p>" if why else None
+    text = data.decode("utf-8", "replace")
     # a record that is not valid JSON is shown as it is: a broken record is evidence too
-    with contextlib.suppress(ValueError, RecursionError):
-        text = json.dumps(json.loads(text), indent=1)
+    obj, problem = loads_bounded(data)
+    if not problem:
+        text = json.dumps(obj, indent=1)
     open_ = " open" if name in ("solve.json", "evaluate.json", "metrics.json", "judgement.json") else ""
     return f"<details{open_}><summary>{_esc(name)}</summary><pre>{_esc(text)}</pre></details>"
 
@@ -175,7 +174,8 @@ def write_transcript(src: Path, out: Path) -> tuple[int, int]:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     n = total = 0
-    with src.open("rb") as f:
+    # link-safe and regular files only (see write_viewer): never a link to /dev/zero
+    with os.fdopen(os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
         buf, eof = b"", False
         while True:
             while not eof and len(buf) < CHUNK_BYTES:
@@ -282,8 +282,8 @@ def write_viewer(
         png_sig = png.stat().st_mtime_ns if png is not None and png.is_file() else None
         src = c.cell_dir / TRANSCRIPT
         try:
-            st = src.stat()
-            t_sig = [st.st_size, st.st_mtime_ns]
+            st = src.lstat()
+            t_sig = [st.st_size, st.st_mtime_ns] if stat.S_ISREG(st.st_mode) else None
         except OSError:
             t_sig = None
         if t_sig is not None and transcripts.get(c.slug) != t_sig:
