@@ -28,13 +28,24 @@ EXIT_MODEL_INVALID = 3
 EXIT_DATA_MISSING = 2
 
 
-def parser(name: str, default_limit: int, default_max_tokens: int, here: Path) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="evaluate.py", description=f"Score a model on {name} (inspect_ai).")
+def parser(
+    name: str,
+    default_limit: int,
+    default_max_tokens: int,
+    here: Path,
+    *,
+    cap_flag: str = "--max-tokens",
+    unit: str = "examples",
+    how: str = "inspect_ai",
+) -> argparse.ArgumentParser:
+    """The evaluate.py command line every task shares; `cap_flag` names its ladder's token
+    cap (the graded tasks' is --max-new-tokens, as upstream's)."""
+    ap = argparse.ArgumentParser(prog="evaluate.py", description=f"Score a model on {name} ({how}).")
     ap.add_argument("--model-path", default="final_model", help="the model to score (Hugging Face format)")
     ap.add_argument("--json-output-file", default="metrics.json", help="where the metrics go")
-    ap.add_argument("--limit", type=int, default=default_limit, help="examples to score; -1 = all")
+    ap.add_argument("--limit", type=int, default=default_limit, help=f"{unit} to score; -1 = all")
     ap.add_argument("--templates-dir", type=Path, default=here / "templates", help="chat templates (templates/)")
-    ap.add_argument("--max-tokens", type=int, default=default_max_tokens, help="cap on generated tokens")
+    ap.add_argument(cap_flag, type=int, default=default_max_tokens, help="cap on generated tokens")
     ap.add_argument("--backend", choices=("auto", "vllm", "hf"), default="auto", help="auto: vLLM on a GPU, else hf")
     ap.add_argument("--base-architecture", help="the base model's architecture (the harness passes it)")
     return ap

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptb_scorer import arena, data, rubric
+from ptb_scorer import arena, cli, data, rubric
 from ptb_scorer.grader import Endpoint, GraderClient, GraderUnavailable, fail_attempt
 from ptb_scorer.model import CheckedModel, ModelInvalid, check_loadable, check_model
 
@@ -150,21 +150,12 @@ def generate(checked: CheckedModel, backend: str, items: list[Item], max_tokens:
 
 
 # -- the command line ---------------------------------------------------------------------------
-def parser(name: str, default_limit: int, default_max_tokens: int, here: Path) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="evaluate.py", description=f"Score a model on {name} (graded by a model).")
-    ap.add_argument("--model-path", default="final_model", help="the model to score (Hugging Face format)")
-    ap.add_argument("--json-output-file", default="metrics.json", help="where the metrics go")
-    ap.add_argument("--limit", type=int, default=default_limit, help="questions to score; -1 = all")
-    ap.add_argument("--templates-dir", type=Path, default=here / "templates", help="chat templates (templates/)")
-    ap.add_argument("--max-new-tokens", type=int, default=default_max_tokens, help="cap on the answers' tokens")
-    ap.add_argument("--backend", choices=("auto", "vllm", "hf"), default="auto", help="auto: vLLM on a GPU, else hf")
-    ap.add_argument("--base-architecture", help="the base model's architecture (the harness passes it)")
-    return ap
-
-
 def main(name: str, *, default_limit: int, default_max_tokens: int, argv: list[str] | None = None) -> int:
     here = Path(sys.argv[0]).resolve().parent
-    args = parser(name, default_limit, default_max_tokens, here).parse_args(argv)
+    ap = cli.parser(
+        name, default_limit, default_max_tokens, here, cap_flag="--max-new-tokens", unit="questions", how="graded"
+    )
+    args = ap.parse_args(argv)
     info = json.loads((here / "info.json").read_text())
     print(f"{name}: max_new_tokens={args.max_new_tokens} limit={args.limit} backend={args.backend}", flush=True)
     try:
