@@ -81,3 +81,14 @@ def test_damaged_cache_is_recomputed(tmp_path):
     cache = UsageCache(tmp_path / "cache.json")
     assert usage_rows([{"cell_dir": str(d)}], cache)[0]["util_mean"] == 10.0
     assert cache.misses == 1
+
+
+def test_a_link_or_a_broken_monitor_is_never_a_traceback(tmp_path):
+    linked, nul = tmp_path / "linked", tmp_path / "nul"
+    linked.mkdir()
+    nul.mkdir()
+    (linked / "gpu_monitor.csv").symlink_to("/dev/zero")
+    (nul / "gpu_monitor.csv").write_bytes(HEAD.encode() + sample(0, "solve", "GPU-a", "10", 100).encode() + b"\0" * 64)
+    cells = [{"cell_dir": str(linked)}, {"cell_dir": str(nul)}]
+    rows = usage_rows(cells, UsageCache(tmp_path / "cache.json"))
+    assert [(r["cell_dir"], r["samples"]) for r in rows] == [(str(nul), 1)]

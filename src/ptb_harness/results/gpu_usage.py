@@ -10,11 +10,13 @@ a small named set (the least busy cells, failed cells), never for every cell.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +26,8 @@ from ptb_harness.core.records import atomic_write_text
 MONITOR = "gpu_monitor.csv"
 #: utilisation at or below this (percent) counts as idle
 IDLE_PCT = 5.0
+#: a monitor larger than this is not read (10 h at one sample a second is ~4 MB a GPU)
+MAX_MONITOR_BYTES = 256 * 2**20
 _CACHE_VERSION = 1
 
 
@@ -59,7 +63,7 @@ def summarize(path: Path) -> list[StageUse]:
     """The stages of one monitor CSV. GPU-hours per GPU are the span of its samples plus
     one sampling interval (the median gap), so a short stage is not counted as zero."""
     by_stage: dict[str, dict[str, list[tuple[float, float | None, float]]]] = {}
-    with path.open(newline="") as f:
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), newline="") as f:
         reader = csv.reader(f)
         try:
             head = next(reader)
@@ -67,7 +71,7 @@ def summarize(path: Path) -> list[StageUse]:
             i_util, i_mem = head.index("utilization_pct"), head.index("memory_used_mib")
         except (StopIteration, ValueError):
             return []
-        for row in reader:
+        for row in _rows(reader):
             try:
                 t = _seconds(row[i_time])
                 mem = float(row[i_mem]) / 1024
@@ -101,6 +105,13 @@ def summarize(path: Path) -> list[StageUse]:
     return out
 
 
+def _rows(reader: Iterator[list[str]]) -> Iterator[list[str]]:
+    """The CSV's rows up to the first that the csv module cannot read (a NUL byte, a
+    cut-off quoted field): what came before is kept."""
+    with contextlib.suppress(csv.Error):
+        yield from reader
+
+
 class UsageCache:
     """Summaries keyed by cell dir, valid while the CSV's size and mtime are unchanged.
     Stored as one JSON file; a damaged or foreign cache is ignored (recomputed)."""
@@ -120,8 +131,12 @@ class UsageCache:
         """The cell's stages, or None without a monitor CSV."""
         csv_path = Path(cell_dir) / MONITOR
         try:
-            st = csv_path.stat()
+            st = csv_path.lstat()
         except OSError:
+            st = None
+        # the harness writes a regular file of ~100 bytes a sample; a link (to /dev/zero, a
+        # host file), a FIFO or a runaway size is not read
+        if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MONITOR_BYTES:
             self.entries.pop(cell_dir, None)
             return None
         key = [st.st_size, st.st_mtime_ns]
