@@ -97,12 +97,6 @@ def fetch_file(spec: dict[str, Any], layout: CacheLayout, timeout_s: float = 300
     return dest
 
 
-def model_cached(repo_id: str, layout: CacheLayout) -> bool:
-    """A hub model's snapshot with its config.json is in the cache."""
-    snaps = layout.hub / f"models--{repo_id.replace('/', '--')}" / "snapshots"
-    return any(snaps.glob("*/config.json"))
-
-
 def require(specs: list[dict[str, Any]], layout: CacheLayout | None = None) -> None:
     layout = layout or CacheLayout.from_env()
     gaps = [m for m in (missing(s, layout) for s in specs) if m]

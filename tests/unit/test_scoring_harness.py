@@ -54,6 +54,24 @@ def test_base_architecture_is_read_from_config_json_not_the_path(tmp_path):
     check_templates(campaign)  # qwen3 has a template
 
 
+def test_a_cached_base_model_is_read_from_the_snapshot_refs_main_names(tmp_path):
+    """Two snapshots: the plan reads the one huggingface_hub loads offline, not the last by name."""
+    hf = tmp_path / "hf"
+    repo = hf / "hub" / "models--org--base"
+    for commit, arch in (("a" * 40, "Qwen3ForCausalLM"), ("b" * 40, "MysteryForCausalLM")):
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text(json.dumps({"architectures": [arch]}))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    wd = real_tasks_campaign(tmp_path, models=[{"name": "hub", "repo_id": "org/base"}])
+    campaign = load(wd, hf_home=str(hf), hf_cache_mode="ro")
+    assert base_architecture(campaign, "hub") == "Qwen3ForCausalLM"
+    assert not [g for g in missing_data(campaign) if g.startswith("model ")]
+    (repo / "refs" / "main").write_text("c" * 40)  # main moved to a commit not downloaded
+    assert base_architecture(load(wd, hf_home=str(hf), hf_cache_mode="ro"), "hub") is None
+    assert "model org/base" in missing_data(load(wd, hf_home=str(hf), hf_cache_mode="ro"))
+
+
 def test_cache_check_names_what_is_missing_in_one_line(tmp_path):
     wd = real_tasks_campaign(tmp_path, models=[{"name": "q", "repo_id": "Qwen/Qwen3-1.7B-Base"}])
     with pytest.raises(ConfigError, match=r"^site.hf_home is unset, and tasks gsm8k, bfcl read datasets offline"):

@@ -15,7 +15,8 @@ from pathlib import Path
 from ptb_harness.campaign.cells import Campaign
 from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.errors import ConfigError
-from ptb_scorer.data import CacheLayout, describe, missing, model_cached
+from ptb_harness.core.hf_snapshots import resolve_snapshot
+from ptb_scorer.data import CacheLayout, describe, missing
 
 
 def architecture_map(templates_dir: Path) -> dict[str, str]:
@@ -24,16 +25,16 @@ def architecture_map(templates_dir: Path) -> dict[str, str]:
 
 
 def base_config_json(campaign: Campaign, model: str) -> Path | None:
-    """The base model's config.json: in its local dir, or in the site's HF cache."""
+    """The base model's config.json: in its local dir, or in the snapshot of the site's HF
+    cache that huggingface_hub loads offline (refs/main)."""
     m = campaign.models[model]
     if m.path is not None:
         return Path(campaign.model_source(model)) / "config.json"
     hf_home = campaign.settings.site.hf_cache.home
     if not hf_home:
         return None
-    snaps = CacheLayout.under(Path(hf_home)).hub / f"models--{str(m.repo_id).replace('/', '--')}" / "snapshots"
-    found = sorted(snaps.glob("*/config.json"))
-    return found[-1] if found else None
+    snap = resolve_snapshot(CacheLayout.under(Path(hf_home)).hub, str(m.repo_id))
+    return snap.file("config.json") if snap else None
 
 
 def base_architecture(campaign: Campaign, model: str) -> str | None:
@@ -73,10 +74,14 @@ def missing_data(campaign: Campaign) -> list[str]:
         return []
     layout = CacheLayout.under(Path(hf_home))
     gaps = [f"{t.name}: {describe(d)}" for t in readers for d in t.datasets if missing(d, layout)]
-    gaps += [
-        f"model {m.repo_id}" for m in campaign.models.values() if m.repo_id and not model_cached(m.repo_id, layout)
-    ]
+    gaps += [f"model {m.repo_id}" for m in campaign.models.values() if m.repo_id and not _cached(layout, m.repo_id)]
     return gaps
+
+
+def _cached(layout: CacheLayout, repo_id: str) -> bool:
+    """The snapshot huggingface_hub loads offline is there, with its config.json."""
+    snap = resolve_snapshot(layout.hub, repo_id)
+    return snap is not None and snap.file("config.json") is not None
 
 
 def check_data(campaign: Campaign) -> None:
