@@ -274,3 +274,43 @@ def test_bwrap_sandbox_sees_only_its_job_and_cannot_touch_the_harness(tmp_path):
     assert "SEES" not in out and "WROTE" not in out, out
     assert '{"base": 1}' in out and "python 3" in out and "after kill 1" in out
     assert (home / "task").is_dir() and not (model / "x").exists()
+
+
+def test_bwrap_dev_shm_is_a_sized_tmpfs_of_its_own(tmp_path):
+    """The sandbox's /dev/shm holds at most site.agent_limits.shm_mb (bwrap's /dev tmpfs
+    would take half of RAM, outside every cap when no cgroup holds the cell)."""
+    import os
+
+    home, tmp = tmp_path / "job/home", tmp_path / "job/tmp"
+    (home / "task").mkdir(parents=True)
+    tmp.mkdir()
+    settings = site(runtime="bwrap", bwrap="bwrap", agent_limits={"shm_mb": 8})
+    assert settings.shm_bytes == 8 * 2**20
+    launch = Sandbox(settings, {"PATH": os.environ["PATH"]}).launch(
+        LaunchRequest(
+            role="agent",
+            command=[
+                "bash",
+                "-c",
+                "df -B1 --output=size /dev/shm | tail -1; stat -c %a /dev/shm; "
+                "head -c 20000000 /dev/zero > /dev/shm/x; echo rc=$?; stat -c %s /dev/shm/x",
+            ],
+            job_home=home,
+            job_tmp=tmp,
+            workdir="task",
+            env={},
+        )
+    )
+    assert launch.argv[launch.argv.index("/dev/shm") - 5 :][:6] == [
+        "--perms", "1777", "--size", str(8 * 2**20), "--tmpfs", "/dev/shm",
+    ]  # fmt: skip
+    res = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=60)
+    size, perms, rc, written = res.stdout.split()
+    assert int(size) == 8 * 2**20 and perms == "1777"
+    assert rc != "rc=0" and int(written) <= 8 * 2**20, res.stdout
+
+
+def test_shm_defaults_to_half_the_agents_memory_cap():
+    limits = campaign_with_defaults({"site": {"solve_resources": {"mem_mb": 8192}}}).settings.site
+    assert limits.agent_limits.memory_bytes == (8192 - 1024) * 2**20
+    assert limits.runtime.shm_bytes == (8192 - 1024) * 2**19

@@ -23,6 +23,7 @@ from ptb_harness.campaign.agents import AgentEntry, parse_agent_entries
 from ptb_harness.campaign.cells import Campaign, Model, check_name, format_hours, load_campaign_file
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.runtime.hf_cache import HfCacheSettings
+from ptb_harness.runtime.limits import AgentLimits, MiB, default_memory_mb
 from ptb_harness.runtime.sandbox_settings import Bind, RuntimeSettings
 from ptb_harness.runtime.snapshot import frozen_dir
 from ptb_scorer.grader import Endpoint, GraderConfigError
@@ -107,6 +108,12 @@ class Site:
     final_model_max_bytes: int
     #: the most of an agent's output its raw trace keeps (site.trace_max_mb)
     trace_max_bytes: int
+    #: the caps of each cell's agent (site.agent_limits)
+    agent_limits: AgentLimits
+    #: the most files a final_model may hold (site.final_model_max_files)
+    final_model_max_files: int
+    #: the most of the agent's own files walked to keep them (site.agent_files_max_files)
+    agent_files_max_files: int
 
     def record(self) -> dict[str, Any]:
         """The knobs that change results, for the records of what ran."""
@@ -258,7 +265,10 @@ def _pick(cls: type[T], mapping: Mapping[str, Any], **given: Any) -> T:
 def site_settings(site: Mapping[str, Any]) -> Site:
     """The typed site from a schema-validated ``site`` mapping (defaults filled in)."""
     binds = tuple(Bind(Path(b["src"]), b.get("dst", b["src"]), b.get("read_only", False)) for b in site["binds"])
-    runtime = _pick(RuntimeSettings, site, binds=binds)
+    limits = agent_limits(site)
+    shm_mb = site["agent_limits"]["shm_mb"]
+    shm_bytes = shm_mb * MiB if shm_mb is not None else limits.memory_bytes // 2
+    runtime = _pick(RuntimeSettings, site, binds=binds, shm_bytes=shm_bytes)
     hf_home = site["hf_home"]
     lock_dir = site["gpu_lock_dir"]
     gpu = GpuSettings(
@@ -289,6 +299,25 @@ def site_settings(site: Mapping[str, Any]) -> Site:
         agent_files_max_bytes=int(float(site["agent_files_max_mb"]) * 1e6),
         final_model_max_bytes=int(float(site["final_model_max_gb"]) * 1e9),
         trace_max_bytes=int(float(site["trace_max_mb"]) * 2**20),
+        agent_limits=limits,
+        final_model_max_files=site["final_model_max_files"],
+        agent_files_max_files=site["agent_files_max_files"],
+    )
+
+
+def agent_limits(site: Mapping[str, Any]) -> AgentLimits:
+    """site.agent_limits with its null defaults resolved from the solve job's resources."""
+    knobs, job = site["agent_limits"], site["solve_resources"]
+    memory_mb = knobs["memory_mb"] if knobs["memory_mb"] is not None else default_memory_mb(job["mem_mb"])
+    file_max_gb = knobs["file_max_gb"]
+    fsize = int(float(file_max_gb) * 1e9) if file_max_gb is not None else job["disk_mb"] * 10**6 or None
+    return AgentLimits(
+        memory_bytes=memory_mb * MiB,
+        pids_max=knobs["pids_max"],
+        nofile=knobs["nofile"],
+        fsize_bytes=fsize,
+        cgroup=knobs["cgroup"],
+        cgroup_parent=knobs["cgroup_parent"],
     )
 
 

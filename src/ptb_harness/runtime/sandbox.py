@@ -256,6 +256,9 @@ class Sandbox:
             if not any(prefix == d or prefix.startswith(d + "/") for d in BWRAP_SYSTEM):
                 argv += ["--ro-bind", prefix, prefix]
         argv += ["--proc", "/proc", "--dev", "/dev"]
+        if self.settings.shm_bytes:
+            # a sized /dev/shm of its own: bwrap's /dev tmpfs would take half of RAM
+            argv += ["--perms", "1777", "--size", str(self.settings.shm_bytes), "--tmpfs", "/dev/shm"]
         for dev in sorted(Path("/dev").glob("nvidia*")):
             # every card's device file, as apptainer --nv without --nvccli:
             # CUDA_VISIBLE_DEVICES names the cell's cards

@@ -39,6 +39,8 @@ class RuntimeSettings:
     binds: tuple[Bind, ...] = ()
     #: where the pinned agent CLIs are installed (runtime none puts them on the agent's PATH)
     agent_cli_prefix: str | None = None
+    #: the size of a bwrap sandbox's own /dev/shm (a tmpfs); None = bwrap's /dev tmpfs
+    shm_bytes: int | None = None
 
     def image(self, role: Role) -> str | None:
         return self.agent_image if role == "agent" else self.scorer_image
