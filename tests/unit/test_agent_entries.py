@@ -12,7 +12,8 @@ from ptb_harness.campaign.config import load_config
 from ptb_harness.campaign.tasks import load_task
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.runtime.procs import ProcessResult
-from ptb_harness.stages.solve import agent_variables, resume_message, should_resume
+from ptb_harness.stages.agent_launch import agent_variables
+from ptb_harness.stages.reprompt import resume_message, should_resume
 
 
 def _workdir(tmp_path: Path) -> Path:

@@ -5,7 +5,8 @@ from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.config import load_config
 from ptb_harness.campaign.tasks import load_task
 from ptb_harness.runtime.sandbox import Sandbox
-from ptb_harness.stages.solve import JobDir, agent_request, agent_variables
+from ptb_harness.stages.agent_launch import agent_request, agent_variables
+from ptb_harness.stages.job_dir import JobDir
 
 
 def test_agent_env_holds_only_what_the_harness_passes(tmp_path: Path):

@@ -4,6 +4,15 @@ visible and that each can allocate and write memory."""
 
 from __future__ import annotations
 
+import logging
+import socket
+
+from ptb_harness.core.errors import HarnessError
+from ptb_harness.core.records import atomic_write_json
+from ptb_harness.stages.solve_run import HfView, SolveRun
+
+log = logging.getLogger("ptb_harness.stages.solve")
+
 #: Run as ``python -c PREFLIGHT_CODE <expected>``; prints one PREFLIGHT line.
 PREFLIGHT_CODE = r"""
 import sys
@@ -43,3 +52,32 @@ def verdict(output: str) -> tuple[bool, str]:
             return False, line.split("PREFLIGHT FAIL:", 1)[-1].strip()
     tail = output.strip().splitlines()[-1:] or ["no output"]
     return False, f"preflight ended without a verdict: {tail[0][:200]}"
+
+
+def run_preflight(run: SolveRun, hf_view: HfView) -> None:
+    """Check the cell's GPUs in the agent's own sandbox; preflight.json says how it went.
+    A failure is the infrastructure's: the job fails (nothing of the cell is lost, the
+    agent never started) so a rerun or a scheduler retry tries again."""
+    ok, reason = _preflight_verdict(run, hf_view)
+    atomic_write_json(
+        run.cell_dir / "preflight.json",
+        {"status": "ok" if ok else "failed", "reason": reason, "gpus": run.gpus, "host": socket.gethostname()},
+    )
+    if not ok:
+        raise HarnessError(f"CUDA preflight failed, agent not started: {reason}")
+    log.info("CUDA preflight: %s", reason)
+
+
+def _preflight_verdict(run: SolveRun, hf_view: HfView) -> tuple[bool, str]:
+    gpu_set, cell = run.gpu_set, run.cell
+    ids = gpu_set.sandbox_ids()
+    if not gpu_set.driver:
+        return False, "no NVIDIA driver on this machine"
+    if gpu_set.request.known and len(ids) != cell.num_gpus:
+        return False, f"the job was given {len(ids)} GPU(s) by {gpu_set.request.source}, the cell needs {cell.num_gpus}"
+    log_path = run.job.harness / "preflight.log"
+    timeout_s = run.campaign.settings.site.gpu.preflight_timeout_seconds
+    result = run.launch(hf_view, preflight_command(cell.num_gpus)).run(log_path, budget_s=timeout_s, kill_grace_s=5)
+    if result.status == "timeout":
+        return False, "preflight did not finish in time"
+    return verdict(log_path.read_text(errors="replace"))

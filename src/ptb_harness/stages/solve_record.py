@@ -1,0 +1,53 @@
+"""solve.json: how the agent ended, what it left, and what ran it."""
+
+from __future__ import annotations
+
+import socket
+
+from ptb_harness import __version__
+from ptb_harness.runtime.delivery import Delivery
+from ptb_harness.runtime.procs import ProcessResult, describe, iso_utc
+from ptb_harness.runtime.sandbox import Launch
+from ptb_harness.runtime.scheduler import scheduler_job
+from ptb_harness.runtime.snapshot import provenance
+from ptb_harness.stages.attempts import earlier_attempts
+from ptb_harness.stages.solve_run import SolveRun
+
+
+def solve_record(
+    run: SolveRun, result: ProcessResult, launch: Launch, resumes: list[dict], delivered: Delivery
+) -> dict:
+    """The solve record of one try: ``result`` is how the agent ended over all its turns,
+    ``launch`` its first launch, ``delivered`` what of final_model/ reached the cell dir."""
+    cell, site = run.cell, run.campaign.settings.site
+    return {
+        "cell": cell.wildcards,
+        "status": result.status,
+        "exit_code": result.exit_code,
+        "signal": result.signal,
+        "description": describe(result),
+        "started_at": iso_utc(result.started_at),
+        "ended_at": iso_utc(result.ended_at),
+        "duration_s": round(result.duration_s, 3),
+        "budget_s": run.budget_s,
+        "resumes": resumes,
+        "time_limit_s": run.limit_s,
+        "host": socket.gethostname(),
+        "scheduler": scheduler_job(run.host_env),
+        "final_model_present": delivered.present,
+        "final_model_files": delivered.files,
+        "final_model_bytes": delivered.size,
+        # why what the agent left was refused (an agent outcome), None when it was not
+        "agent_problem": delivered.problem,
+        "model_to_train": run.variables.values["MODEL_TO_TRAIN"],
+        "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in run.gpu_set.gpus],
+        "gpu_source": run.gpu_set.request.source if cell.num_gpus else None,
+        "env_passed": sorted(run.variables.passed(run.host_env)),
+        "sandbox_env_names": launch.visible_names,
+        "env_missing": sorted(run.variables.missing(run.host_env)),
+        "solve_sh_sha256": run.solve_sh_sha256,
+        "harness": {"version": __version__, "runtime": site.runtime.runtime, "site": site.name, **provenance()},
+        # the how-manyth try of this cell, and the earlier tries in which the agent ran
+        "attempt": run.attempt,
+        "earlier_attempts": earlier_attempts(run.cell_dir, run.attempt),
+    }
