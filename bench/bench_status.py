@@ -33,7 +33,7 @@ FLOOR_COLLECT = "NAMES = ('solve.json', 'evaluate.json', 'metrics.json', 'solve.
 #: collect's tables alone (the CLI writes the plots too)
 TABLES_ONLY = """
 import sys
-from ptb_harness.campaign.cells import collect_outputs
+from ptb_harness.core.layout import collect_outputs
 from ptb_harness.campaign.config import load_config_files
 from ptb_harness.results.collect import write_tables
 campaign = load_config_files(sys.argv[1])

@@ -40,6 +40,7 @@ EVALUATE = "src/ptb_harness/stages/evaluate.py"
 LEADERBOARD = "src/ptb_harness/results/leaderboard.py"
 REDACT = "src/ptb_harness/traces/redact.py"
 CELLS = "src/ptb_harness/campaign/cells.py"
+LAYOUT = "src/ptb_harness/core/layout.py"
 
 #: The unit tests of each area (the ones a developer runs after touching it).
 TESTS = {
@@ -385,7 +386,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "names: a leading dot or dash allowed",
         "names",
-        CELLS,
+        LAYOUT,
         r'NAME_PATTERN = r"\[A-Za-z0-9_\]\[',
         r'NAME_PATTERN = r"[A-Za-z0-9_.-][',
         "hidden cell dirs, or names read as options",

@@ -348,7 +348,7 @@ def bench_scale(tmp: Path, quick: bool) -> None:
         (d / "results" / "tables" / ".gpu_usage_cache.json").unlink()
         code = (
             "import sys, time; from pathlib import Path; import pandas as pd;"
-            "from ptb_harness.campaign.cells import collect_outputs;"
+            "from ptb_harness.core.layout import collect_outputs;"
             "from ptb_harness.results.campaign_views import write_views;"
             "r = Path(sys.argv[1]) / 'results'; t = pd.read_csv(r / 'tables' / 'cells.csv', keep_default_na=False);"
             "t0 = time.perf_counter(); write_views(t, collect_outputs(r), r, 'bench');"

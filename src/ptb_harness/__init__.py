@@ -2,7 +2,8 @@
 
 The package is layered; imports only point down (``tests/test_layers.py`` enforces it):
 
-1. ``core``: errors and the record files every layer reads and writes.
+1. ``core``: errors, atomic writes and bounded reads, a cell's files and typed records
+   (``cell_files``) and where cells and campaign outputs live (``layout``).
    ``graders``: the judge's checks (its client is ptb_scorer.grader, the graded tasks').
 2. ``runtime``: budgeted processes, the sandbox runtimes, HF cache view, harness snapshot,
    scheduler job.

@@ -35,8 +35,8 @@ def _campaign_args(p: argparse.ArgumentParser) -> None:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from ptb_harness.campaign.cells import collect_outputs
     from ptb_harness.campaign.config import load_config_files
+    from ptb_harness.core.layout import collect_outputs
     from ptb_harness.results.campaign_views import write_views
     from ptb_harness.results.collect import write_tables
     from ptb_harness.results.plots import write_plots

@@ -124,7 +124,7 @@ def test_the_collect_rule_names_its_outputs_as_collect_outputs():
 
     from conftest import REPO
 
-    from ptb_harness.campaign.cells import COLLECT_OUTPUTS
+    from ptb_harness.core.layout import COLLECT_OUTPUTS
 
     rule = (REPO / "workflow" / "rules" / "collect.smk").read_text()
     outputs = rule.split("output:")[1].split("log:")[0]

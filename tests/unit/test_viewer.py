@@ -104,7 +104,7 @@ def test_links_in_a_cell_are_never_followed(tmp_path):
 def test_flagged_cells_are_marked_in_the_grid(tmp_path):
     import pandas as pd
 
-    from ptb_harness.campaign.cells import collect_outputs
+    from ptb_harness.core.layout import collect_outputs
     from ptb_harness.results.campaign_views import write_views
 
     rows = []

@@ -2,15 +2,15 @@
 import sys
 from pathlib import Path
 
-from ptb_harness.campaign.cells import (
+from ptb_harness.campaign.config import load_config
+from ptb_harness.core.errors import ConfigError
+from ptb_harness.campaign.resources import job_threads, rule_resources
+from ptb_harness.core.layout import (
     CELL_DIR_PATTERN,
     COLLECT_OUTPUTS,
     HOURS_PATTERN,
     NAME_PATTERN,
 )
-from ptb_harness.campaign.config import load_config
-from ptb_harness.core.errors import ConfigError
-from ptb_harness.campaign.resources import job_threads, rule_resources
 
 try:
     CAMPAIGN = load_config(config, workdir=Path.cwd(), for_run=True)
@@ -25,9 +25,9 @@ if workflow.is_main_process and (untrusted := CAMPAIGN.untrusted_warning()):
 RESULTS = CAMPAIGN.settings.paths.results_dir_text
 # the harness's interpreter, for shell rules that call `python -m ptb_harness`
 PYTHON = sys.executable
-# one directory per cell; the layout is defined once, in ptb_harness.campaign.cells
+# one directory per cell; the layout is defined once, in ptb_harness.core.layout
 CELL = f"{RESULTS}/{CELL_DIR_PATTERN}"
-# the campaign's tables and plots, named once in ptb_harness.campaign.cells
+# the campaign's tables and plots, named once in ptb_harness.core.layout
 OUT = {name: f"{RESULTS}/{rel}" for name, rel in COLLECT_OUTPUTS.items()}
 # every cell is judged when the campaign enables the judge (its flags change the leaderboard)
 JUDGED = ("judgement.json",) if CAMPAIGN.settings.judge.enabled else ()

@@ -8,7 +8,7 @@ from ptb_harness.results.plots import write_plots
 from ptb_harness.stages.job import stage
 
 with stage(snakemake.log[0], "collect") as log:
-    # the rule's outputs are named as in ptb_harness.campaign.cells.COLLECT_OUTPUTS
+    # the rule's outputs are named as in ptb_harness.core.layout.COLLECT_OUTPUTS
     paths = {name: Path(path) for name, path in snakemake.output.items()}
     campaign = campaign_from_config(snakemake.config, Path.cwd())
     table, board, weights = write_tables(campaign, paths)

@@ -18,17 +18,13 @@ from typing import TYPE_CHECKING, Any
 from ptb_harness.campaign.agents import AgentEntry, AgentSpec, load_agent
 from ptb_harness.campaign.tasks import TaskSpec, load_task
 from ptb_harness.core.errors import ConfigError
+from ptb_harness.core.layout import NAME_PATTERN, cell_dir_rel
 from ptb_harness.core.records import read_yaml_mapping
 
 if TYPE_CHECKING:  # settings imports this module to build a Campaign
     from ptb_harness.campaign.settings import Settings
 
-#: Names that become path components: agents, tasks, models. No '/', no '..', no
-#: whitespace, not starting with '.' or '-'.
-NAME_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.+=-]*"
 _NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
-#: Hours as they appear in a cell's directory name (canonical decimal, see format_hours).
-HOURS_PATTERN = r"[0-9]+(?:\.[0-9]+)?"
 
 # Keys of a campaign file: every top-level key of the schema except `site` (site knobs come
 # from profiles) and `campaign` (the file's own name); tests/unit/test_campaign.py checks it.
@@ -95,35 +91,6 @@ class Cell:
             num_gpus=int(get("num_gpus")),
             run=int(get("run")),
         )
-
-
-#: Path of a cell's directory below the results dir; the Snakemake rules use the same
-#: pattern with {wildcards}, so there is one definition of the layout.
-CELL_DIR_PATTERN = "cells/{agent}/{task}/{model}/{hours}h-{num_gpus}gpu-run{run}"
-
-#: The campaign-wide outputs of collect below the results dir, by name. The collect rule
-#: names its outputs with these keys and `ptb-harness collect` writes the same paths, so
-#: the rule, the CLI, the tables and the plots agree on one list.
-COLLECT_OUTPUTS = {
-    "cells": "tables/cells.csv",
-    "leaderboard_csv": "tables/leaderboard.csv",
-    "leaderboard_md": "tables/leaderboard.md",
-    "leaderboard_html": "tables/leaderboard.html",
-    "leaderboard_png": "plots/leaderboard.png",
-    "heatmap_png": "plots/heatmap.png",
-    "time_png": "plots/time_vs_budget.png",
-    "gpu_usage": "tables/gpu_usage.csv",
-    "gpu_usage_png": "plots/gpu_usage.png",
-    "viewer": "viewer/index.html",  # the campaign viewer; its other pages are written beside it
-}
-#: per-cell GPU plots over time, for a small named set of cells (not a rule output: the
-#: set changes as the campaign runs, and the report shows campaign-level figures instead)
-CELL_GPU_PLOTS = "plots/gpu"
-
-
-def collect_outputs(results_dir: Path) -> dict[str, Path]:
-    """COLLECT_OUTPUTS below a results dir."""
-    return {name: Path(results_dir) / rel for name, rel in COLLECT_OUTPUTS.items()}
 
 
 @dataclass(frozen=True)
@@ -207,7 +174,7 @@ class Campaign:
         return self.settings.paths.tasks_dir
 
     def cell_dir(self, cell: Cell) -> Path:
-        return self.results_dir / CELL_DIR_PATTERN.format(**cell.wildcards)
+        return self.results_dir / cell_dir_rel(cell.wildcards)
 
     @property
     def agent_names(self) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from ptb_harness.campaign.graders import check_grader_keys
 from ptb_harness.campaign.scoring import check_data, check_templates
 from ptb_harness.campaign.settings import campaign_from_config, check_campaign, merge_campaign_file
 from ptb_harness.core.errors import ConfigError
+from ptb_harness.core.layout import built_by_workflow
 from ptb_harness.core.records import read_yaml_mapping
 
 #: The schema ships with the workflow, next to config/config.yaml.
@@ -94,15 +94,11 @@ def load_config(
     return campaign
 
 
-#: Local model paths the workflow builds itself (the demo's tiny models, rule tiny_base_model).
-BUILT_MODEL = re.compile(r"^resources/models/tiny-[A-Za-z0-9_.+=-]+/?$")
-
-
 def check_local_models(campaign: Campaign) -> None:
     """Every local base model exists (else Snakemake would stop later with a multi-line
     MissingInputException), except those a rule of the workflow builds."""
     for i, m in enumerate(campaign.models.values()):
-        if m.path is None or BUILT_MODEL.match(m.path):
+        if m.path is None or built_by_workflow(m.path):
             continue
         path = Path(campaign.model_source(m.name))
         if not path.is_dir():

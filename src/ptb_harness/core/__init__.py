@@ -1,3 +1,4 @@
-"""The ground floor: the harness's errors, the record files every layer reads and writes
-(atomic writes, bounded readers) and the one resolver of a repo's snapshot in an HF cache
-(``hf_snapshots``). Imports nothing else of the harness."""
+"""The ground floor: the harness's errors, atomic writes and bounded readers, a cell's files
+and typed records (``cell_files``), the results dir's layout (``layout``) and the one
+resolver of a repo's snapshot in an HF cache (``hf_snapshots``). Imports nothing else of
+the harness."""

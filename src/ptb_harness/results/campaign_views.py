@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ptb_harness.campaign.cells import CELL_GPU_PLOTS, Cell
+from ptb_harness.campaign.cells import Cell
+from ptb_harness.core.layout import CELL_GPU_PLOTS
 from ptb_harness.core.records import atomic_write_text
 from ptb_harness.results.gpu_figures import campaign_gpu_figure, draw_cell_plots
 from ptb_harness.results.gpu_usage import USAGE_COLUMNS, UsageCache, cache_path, lowest_utilisation, usage_rows

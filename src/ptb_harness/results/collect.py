@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ptb_harness.campaign.cells import CELL_DIR_PATTERN, Campaign
+from ptb_harness.campaign.cells import Campaign
+from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.records import atomic_write_text
 from ptb_harness.results.flags import judgement_flag
 from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
@@ -52,7 +53,7 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
     root = str(campaign.results_dir)  # resolved once, not per cell
     judged = campaign.settings.judge.enabled
     cells = list(campaign.cells())
-    dirs = [os.path.join(root, CELL_DIR_PATTERN.format(**cell.wildcards)) for cell in cells]
+    dirs = [os.path.join(root, cell_dir_rel(cell.wildcards)) for cell in cells]
     for cell, cdir, (outcome, evidence, rec) in zip(cells, dirs, cell_outcomes(dirs, local_liveness()), strict=True):
         # a scored cell of a judged campaign without a verdict is flagged (fail closed)
         flag = judgement_flag(rec.judgement, judged and outcome == "scored")

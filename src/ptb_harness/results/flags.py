@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptb_harness.core.cell_files import JUDGEMENT
 from ptb_harness.core.records import read_json_dict
 
-JUDGEMENT = "judgement.json"
 CHECKS = ("contamination", "disallowed_model", "api_usage")
 
 

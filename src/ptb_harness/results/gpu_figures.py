@@ -16,7 +16,7 @@ matplotlib.use("Agg")  # files only: no display on a cluster node
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ptb_harness.results.gpu_usage import MONITOR
+from ptb_harness.core.cell_files import GPU_MONITOR
 from ptb_harness.results.plots import save_figure
 
 STAGES = ("solve", "evaluate")
@@ -97,7 +97,7 @@ def gpu_over_time(monitor_csv: Path, path: Path, title: str) -> bool:
 
 def _draw_one(job: tuple[str, str, str]) -> str | None:
     cell_dir, png, title = job
-    return png if gpu_over_time(Path(cell_dir) / MONITOR, Path(png), title) else None
+    return png if gpu_over_time(Path(cell_dir) / GPU_MONITOR, Path(png), title) else None
 
 
 def _fresh(png: Path, monitor: Path) -> bool:
@@ -119,7 +119,7 @@ def draw_cell_plots(cells: Sequence[tuple[str, str]], out_dir: Path, workers: in
     jobs = [
         (cell_dir, str(out_dir / f"{slug}.png"), slug)
         for cell_dir, slug in cells
-        if not _fresh(out_dir / f"{slug}.png", Path(cell_dir) / MONITOR)
+        if not _fresh(out_dir / f"{slug}.png", Path(cell_dir) / GPU_MONITOR)
     ]
     if len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1)) as pool:

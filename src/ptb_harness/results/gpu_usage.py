@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
+from ptb_harness.core.cell_files import GPU_MONITOR
 from ptb_harness.core.records import atomic_write_text
 
-MONITOR = "gpu_monitor.csv"
 #: utilisation at or below this (percent) counts as idle
 IDLE_PCT = 5.0
 #: a monitor larger than this is not read (10 h at one sample a second is ~4 MB a GPU)
@@ -129,7 +129,7 @@ class UsageCache:
 
     def get(self, cell_dir: str) -> list[StageUse] | None:
         """The cell's stages, or None without a monitor CSV."""
-        csv_path = Path(cell_dir) / MONITOR
+        csv_path = Path(cell_dir) / GPU_MONITOR
         try:
             st = csv_path.lstat()
         except OSError:
@@ -202,4 +202,4 @@ def cache_path(results_dir: Path) -> Path:
 
 
 def monitor_of(cell_dir: str | os.PathLike) -> Path:
-    return Path(cell_dir) / MONITOR
+    return Path(cell_dir) / GPU_MONITOR

@@ -32,12 +32,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from ptb_harness.core.cell_files import EVALUATE, EVALUATE_STATE, JUDGEMENT, METRICS, PREFLIGHT, SOLVE, SOLVE_STATE
 from ptb_harness.core.records import MAX_METRICS_BYTES, check_metrics, read_json_dict, read_record_bytes
 from ptb_harness.runtime.procs import process_start_ticks
 
 T = TypeVar("T")
 
 OUTCOMES = ("scored", "agent_failed", "infra_failed", "pending", "running")
+#: Each outcome's mark in the status grid and the viewer's (in the order their legends list them).
+MARKS = {"scored": "S", "agent_failed": "A", "infra_failed": "I", "running": "R", "pending": "."}
+#: A scored cell the judge flagged (its own mark: its score does not count as the agent's).
+FLAGGED_MARK = "F"
+
+
+def marks_legend(flagged: bool = False) -> str:
+    """'S scored, A agent_failed, ...' (with the flagged mark after S when asked)."""
+    marks = [f"{mark} {outcome}" for outcome, mark in MARKS.items()]
+    if flagged:
+        marks.insert(1, f"{FLAGGED_MARK} scored but flagged by the judge")
+    return ", ".join(marks)
+
 
 #: What a scorer's log says when the model, not the machine, could not be scored.
 MODEL_FAULTS = re.compile(
@@ -52,16 +66,6 @@ MODEL_FAULTS = re.compile(
 )
 #: How much of an attempt log's end is searched for a model fault.
 LOG_TAIL_BYTES = 64 * 1024
-
-#: The files a cell's outcome is decided from (status reads only these).
-RECORD_FILES = (
-    "metrics.json",
-    "solve.json",
-    "evaluate.json",
-    "preflight.json",
-    "solve.state.json",
-    "evaluate.state.json",
-)
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ class CellRecords:
 def _read_metrics(cell_dir: str | Path) -> tuple[dict | None, str | None, str | None]:
     """(valid metrics, None, sha256), (None, what is wrong, sha256), or (None, None, None)
     when there is none."""
-    data, why = read_record_bytes(os.path.join(cell_dir, "metrics.json"), MAX_METRICS_BYTES)
+    data, why = read_record_bytes(os.path.join(cell_dir, METRICS), MAX_METRICS_BYTES)
     if data is None:  # missing (no score), or not a file one may read
         return None, why or None, None
     metrics, problem = check_metrics(data)
@@ -104,10 +108,8 @@ def read_cell(cell_dir: str | Path, present: frozenset[str] | set[str] | None = 
             return None
         return read_json_dict(os.path.join(cell_dir, name))
 
-    metrics, problem, digest = (
-        _read_metrics(cell_dir) if present is None or "metrics.json" in present else (None, None, None)
-    )
-    evaluate = load("evaluate.json")
+    metrics, problem, digest = _read_metrics(cell_dir) if present is None or METRICS in present else (None, None, None)
+    evaluate = load(EVALUATE)
     tails = None
     if evaluate is not None and evaluate.get("status") == "failed":
         attempts = evaluate.get("attempts")
@@ -117,17 +119,17 @@ def read_cell(cell_dir: str | Path, present: frozenset[str] | set[str] | None = 
             if isinstance(att, dict) and not att.get("ok") and isinstance(att.get("log"), str)
         }
     return CellRecords(
-        solve=load("solve.json"),
+        solve=load(SOLVE),
         evaluate=evaluate,
         metrics=metrics,
         metrics_problem=problem,
         metrics_sha256=digest,
-        preflight=load("preflight.json"),
-        solve_state=load("solve.state.json"),
-        evaluate_state=load("evaluate.state.json"),
+        preflight=load(PREFLIGHT),
+        solve_state=load(SOLVE_STATE),
+        evaluate_state=load(EVALUATE_STATE),
         attempt_log_tails=tails,
         files=frozenset(present) if present is not None else None,
-        judgement=load("judgement.json"),
+        judgement=load(JUDGEMENT),
     )
 
 
@@ -299,8 +301,8 @@ def cell_outcome(
             rec = CellRecords(
                 metrics=metrics,
                 metrics_sha256=digest,
-                evaluate=read_json_dict(os.path.join(cell_dir, "evaluate.json")),
-                solve_listed=os.path.exists(os.path.join(cell_dir, "solve.json")),
+                evaluate=read_json_dict(os.path.join(cell_dir, EVALUATE)),
+                solve_listed=os.path.exists(os.path.join(cell_dir, SOLVE)),
             )
             if records_disagree(rec) is None:
                 return (*classify(rec, alive), rec)

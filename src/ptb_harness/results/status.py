@@ -15,14 +15,20 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ptb_harness.campaign.cells import CELL_DIR_PATTERN, Campaign, Cell
+from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.results.flags import cell_flag
-from ptb_harness.results.outcome import OUTCOMES, Liveness, cell_outcome, local_liveness, map_cells
+from ptb_harness.results.outcome import (
+    FLAGGED_MARK,
+    MARKS,
+    OUTCOMES,
+    Liveness,
+    cell_outcome,
+    local_liveness,
+    map_cells,
+    marks_legend,
+)
 from ptb_harness.runtime.scheduler import live_slurm_jobs
-
-MARKS = {"scored": "S", "agent_failed": "A", "infra_failed": "I", "running": "R", "pending": "."}
-#: a scored cell the judge flagged (its own mark: its score does not count as the agent's)
-FLAGGED_MARK = "F"
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,7 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[C
     alive = alive or local_liveness(live_slurm_jobs)
     judged = campaign.settings.judge.enabled
     cells = list(campaign.cells())
-    rels = [CELL_DIR_PATTERN.format(**cell.wildcards) for cell in cells]
+    rels = [cell_dir_rel(cell.wildcards) for cell in cells]
     cells_by_rel = dict(zip(rels, cells, strict=True))
 
     def read(rel: str) -> CellStatus:
@@ -108,8 +114,7 @@ def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = 
     out.append("  " + ", ".join(f"{n} {k}" for k, n in total.items()))
     out += [
         "",
-        "marks: S scored, F scored but flagged by the judge, A agent_failed, I infra_failed, R running, . pending"
-        " (hours, GPUs, repeat)",
+        f"marks: {marks_legend(flagged=True)} (hours, GPUs, repeat)",
     ]
     out += grid(statuses)
     listed = [s for s in statuses if s.outcome != "scored" and (show_pending or s.outcome != "pending")]

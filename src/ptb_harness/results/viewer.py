@@ -26,27 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ptb_harness.core.cell_files import OPEN_RECORDS, RECORDS, TRANSCRIPT_SANITIZED
 from ptb_harness.core.records import atomic_write_text, loads_bounded, read_record_bytes
+from ptb_harness.results.outcome import MARKS, marks_legend
 
 #: the stylesheet and the transcript pager (a script: see its header)
 ASSETS = Path(__file__).parent / "assets"
-TRANSCRIPT = "solve_parsed_sanitized.txt"
-#: records shown on a cell's page, in this order
-RECORDS = (
-    "solve.json",
-    "evaluate.json",
-    "metrics.json",
-    "usage.json",
-    "judgement.json",
-    "preflight.json",
-    "solve.state.json",
-    "evaluate.state.json",
-    "provenance.json",
-)
 #: a record larger than this is linked, not inlined (hand-edited or hostile records)
 MAX_INLINE_BYTES = 256 * 1024
 CHUNK_BYTES = 256 * 1024
-MARKS = {"scored": "S", "agent_failed": "A", "infra_failed": "I", "running": "R", "pending": "."}
 _STAMPS_VERSION = 1
 
 
@@ -104,7 +92,7 @@ def _record_html(cell_dir: Path, name: str) -> str | None:
     obj, problem = loads_bounded(data)
     if not problem:
         text = json.dumps(obj, indent=1)
-    open_ = " open" if name in ("solve.json", "evaluate.json", "metrics.json", "judgement.json") else ""
+    open_ = " open" if name in OPEN_RECORDS else ""
     return f"<details{open_}><summary>{_esc(name)}</summary><pre>{_esc(text)}</pre></details>"
 
 
@@ -207,7 +195,7 @@ def grid_page(title: str, cells: list[ViewerCell], flagged: set[str]) -> str:
     body = [
         f"<h1>{_esc(title)}</h1>",
         "<p>" + ", ".join(f"{counts.get(k, 0)} {k}" for k in MARKS) + f" ({len(cells)} cells)</p>",
-        "<p class='muted'>marks: S scored, A agent_failed, I infra_failed, R running, . pending; "
+        f"<p class='muted'>marks: {_esc(marks_legend())}; "
         "one per cell (hours, GPUs, repeat); click one for the cell; a red outline is a judge flag</p>",
         "<table class='grid' id='grid'><tr><th>agent / model</th>"
         + "".join(f"<th>{_esc(t)}</th>" for t in tasks)
@@ -280,7 +268,7 @@ def write_viewer(
         usage = usage_by_cell.get(str(c.cell_dir), [])
         png = gpu_png_dir / f"{c.slug}.png" if gpu_png_dir else None
         png_sig = png.stat().st_mtime_ns if png is not None and png.is_file() else None
-        src = c.cell_dir / TRANSCRIPT
+        src = c.cell_dir / TRANSCRIPT_SANITIZED
         try:
             st = src.lstat()
             t_sig = [st.st_size, st.st_mtime_ns] if stat.S_ISREG(st.st_mode) else None

@@ -17,19 +17,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ptb_harness.core.cell_files import AGENT_FILES, AGENT_FILES_RECORD, FINAL_MODEL
 from ptb_harness.core.records import atomic_write_bytes, atomic_write_json
 from ptb_harness.traces.redact import Redactor
 
 log = logging.getLogger("ptb_harness.stages.agent_files")
 
-AGENT_FILES_DIR = "agent_files"
-AGENT_FILES_RECORD = "agent_files.json"
 #: model weights and checkpoints, by suffix: never copied, whatever their size
 WEIGHT_SUFFIXES = frozenset(
     {".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".onnx", ".h5", ".msgpack", ".npy", ".npz", ".pkl"}
 )
 #: directories of the job's HOME that are caches or the harness's copies, not the agent's work
-SKIP_DIRS = frozenset({".cache", ".npm", ".local", ".config", ".triton", "__pycache__", ".git", "final_model"})
+SKIP_DIRS = frozenset({".cache", ".npm", ".local", ".config", ".triton", "__pycache__", ".git", FINAL_MODEL})
 #: files the harness itself put in HOME
 HARNESS_FILES = frozenset({"solve.sh", "timer.sh", "prompt.txt"})
 MAX_FILE_BYTES = 20 * 1024 * 1024
@@ -88,7 +87,7 @@ def candidates(home: Path, task_dir: Path) -> tuple[list[tuple[Path, int]], list
 def save_agent_files(home: Path, task_dir: Path, cell_dir: Path, redactor: Redactor, max_bytes: int) -> dict:
     """Copy the agent's files into <cell>/agent_files/ (sanitized), smallest first up to
     max_bytes; write agent_files.json. Returns that record."""
-    out = cell_dir / AGENT_FILES_DIR
+    out = cell_dir / AGENT_FILES
     if out.exists():
         shutil.rmtree(out)
     keep, skipped = candidates(home, task_dir)
@@ -103,7 +102,7 @@ def save_agent_files(home: Path, task_dir: Path, cell_dir: Path, redactor: Redac
         total += size
         saved.append({"path": str(rel), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
     record = {
-        "dir": AGENT_FILES_DIR,
+        "dir": AGENT_FILES,
         "saved": saved,
         "skipped": sorted(skipped, key=lambda s: s["path"]),
         "bytes": total,

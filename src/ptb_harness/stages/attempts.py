@@ -20,12 +20,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ptb_harness.core.cell_files import ATTEMPTS
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_json, read_json_dict
 from ptb_harness.runtime.procs import iso_utc, process_start_ticks, read_proc_stat
 from ptb_harness.runtime.scheduler import live_slurm_jobs, scheduler_job
 
-ATTEMPTS_FILE = "solve.attempts.json"
 #: Set (to the cell's dir) to start a new attempt although an earlier one cannot be
 #: verified as gone from here (another host, no scheduler to ask).
 FORCE_ENV = "PTB_EARLIER_ATTEMPT_GONE"
@@ -76,13 +76,13 @@ def may_live(entry: Mapping[str, Any], slurm_jobs: Callable[[], set[str] | None]
 
 
 def read_attempts(cell_dir: Path) -> list[dict[str, Any]]:
-    data = read_json_dict(cell_dir / ATTEMPTS_FILE) or {}
+    data = read_json_dict(cell_dir / ATTEMPTS) or {}
     attempts = data.get("attempts")
     return [a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else []
 
 
 def _write(cell_dir: Path, attempts: list[dict[str, Any]]) -> None:
-    atomic_write_json(cell_dir / ATTEMPTS_FILE, {"attempts": attempts})
+    atomic_write_json(cell_dir / ATTEMPTS, {"attempts": attempts})
 
 
 def begin_attempt(cell_dir: Path, host_env: Mapping[str, str]) -> dict[str, Any]:

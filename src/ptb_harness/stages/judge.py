@@ -20,6 +20,7 @@ from typing import Any
 
 from ptb_harness.campaign.agents import allowed_env_names
 from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.core.cell_files import AGENT_FILES, AGENT_FILES_RECORD
 from ptb_harness.core.records import atomic_write_json, read_json_dict
 from ptb_harness.graders.judge import (
     SYSTEM_PROMPT,
@@ -31,13 +32,10 @@ from ptb_harness.graders.judge import (
     parse_verdict,
 )
 from ptb_harness.runtime.procs import iso_utc
-from ptb_harness.stages.agent_files import AGENT_FILES_DIR, AGENT_FILES_RECORD
 from ptb_harness.traces.redact import Redactor, secrets_from_env
 from ptb_scorer.grader import GraderClient, GraderUnavailable
 
 log = logging.getLogger("ptb_harness.stages.judge")
-
-JUDGEMENT = "judgement.json"
 
 
 class JudgeInputError(Exception):
@@ -125,7 +123,7 @@ def _agent_files(cell_dir: Path) -> tuple[list[tuple[str, str]], dict]:
         return [], {"missing": f"{AGENT_FILES_RECORD} not found: the agent's files were not kept"}
     files = []
     for entry in record.get("saved") or []:
-        p = cell_dir / AGENT_FILES_DIR / str(entry.get("path", ""))
+        p = cell_dir / AGENT_FILES / str(entry.get("path", ""))
         try:
             files.append((str(entry["path"]), p.read_text(encoding="utf-8", errors="replace")))
         except (OSError, KeyError) as e:

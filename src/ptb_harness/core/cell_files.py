@@ -1,0 +1,360 @@
+"""A cell's files: every name below a cell dir, the order its records are shown in, and
+its JSON records as typed, frozen objects. The one owner of a cell's contract: writers
+and readers name files and keys through this module, never as string literals
+(``tests/test_cell_files.py`` greps src/ and workflow/ for them).
+
+A record's ``from_dict`` is tolerant, on purpose: records written by an older harness
+(fewer keys) read with the missing fields at their defaults; keys this harness does not
+know (written by a newer one, or added by hand) are kept in ``extra`` and written back by
+``to_dict``, so a read-modify-write (solve.attempts.json) never drops them; values are
+taken as written (the harness wrote them; a reader that decides on one checks it, as
+``results.outcome`` does), and no JSON object makes it raise. ``read`` is bounded and
+link-safe (``core.records.read_json_dict``), ``write`` atomic.
+
+To add a record key: a field on its class (``optional()`` when it is written only
+sometimes, so a record that lacks it stays as it was). To add a file: a name here, in
+``RECORDS`` when it is a record a reader shows, and a row in the README's cell table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from ptb_harness.core.records import atomic_write_json, read_json_dict
+
+# -- names below a cell dir ------------------------------------------------------------------
+
+#: solve: what the agent did
+SOLVE = "solve.json"
+#: solve: the agent's merged, timestamped output
+RAW_TRACE = "solve_out.txt"
+#: solve: the trace while the agent runs (beside the results, out of the agent's reach)
+PARTIAL_TRACE = ".solve_out.txt.partial"
+#: solve: the model the agent left (a directory); also its name in the agent's working dir
+FINAL_MODEL = "final_model"
+#: solve: every try of the cell (no rule's output, so Snakemake never deletes it)
+ATTEMPTS = "solve.attempts.json"
+#: solve, GPU cells: the CUDA preflight's verdict
+PREFLIGHT = "preflight.json"
+#: solve: the agent's own files kept for the judge (a directory), and their record
+AGENT_FILES = "agent_files"
+AGENT_FILES_RECORD = "agent_files.json"
+#: parse_trace: the readable transcript, its sanitized copy and the raw trace's
+TRANSCRIPT = "solve_parsed.txt"
+TRANSCRIPT_SANITIZED = "solve_parsed_sanitized.txt"
+RAW_TRACE_SANITIZED = "solve_out_sanitized.txt"
+#: parse_trace: the agent's token use, from the trace
+USAGE = "usage.json"
+#: evaluate: the scorer's result, present only once complete and valid
+METRICS = "metrics.json"
+#: evaluate: every scoring attempt, and whether it vouches for metrics.json
+EVALUATE = "evaluate.json"
+#: evaluate: each run's attempt logs, under <UTC start>/attempt-<k>.log (a directory)
+EVALUATE_LOGS = "evaluate"
+#: evaluate: what ran the cell (code, config, images, hosts, GPUs, scorer packages)
+PROVENANCE = "provenance.json"
+#: judge: the verdict
+JUDGEMENT = "judgement.json"
+#: solve and evaluate, GPU cells: the GPU samples, and `ptb-harness plot-cell`'s figure
+GPU_MONITOR = "gpu_monitor.csv"
+GPU_PLOT = "gpu_monitor.png"
+#: every rule: the harness's own log of the cell (logs/<stage>.log)
+LOGS = "logs"
+
+#: the stages that write into a cell dir, in the order they run
+STAGES = ("solve", "parse_trace", "evaluate", "judge")
+
+
+def state_file(stage: str) -> str:
+    """The stage's state record (running, done, failed, interrupted): <stage>.state.json."""
+    return f"{stage}.state.json"
+
+
+def lock_file(stage: str) -> str:
+    """The lock that keeps one process per cell and stage."""
+    return f".{stage}.lock"
+
+
+def stage_log(stage: str) -> str:
+    """The stage's log, below the cell dir."""
+    return f"{LOGS}/{stage}.log"
+
+
+def attempt_log(k: int) -> str:
+    """The log of evaluate attempt k, in its run's dir below EVALUATE_LOGS."""
+    return f"attempt-{k}.log"
+
+
+SOLVE_STATE = state_file("solve")
+EVALUATE_STATE = state_file("evaluate")
+
+#: the cell's JSON records, in the order a reader shows them (the viewer's cell page)
+RECORDS = (SOLVE, EVALUATE, METRICS, USAGE, JUDGEMENT, PREFLIGHT, SOLVE_STATE, EVALUATE_STATE, PROVENANCE)
+#: the records a reader opens a cell for (shown unfolded)
+OPEN_RECORDS = frozenset({SOLVE, EVALUATE, METRICS, JUDGEMENT})
+#: the records a cell's outcome is decided from (results.outcome; the judge's flag reads JUDGEMENT)
+OUTCOME_RECORDS = (METRICS, SOLVE, EVALUATE, PREFLIGHT, SOLVE_STATE, EVALUATE_STATE)
+
+
+#: every fixed name of a cell's files (and, per stage, its state record, lock and log):
+#: what no other module writes as a literal
+FILE_NAMES = frozenset(
+    {
+        SOLVE, RAW_TRACE, PARTIAL_TRACE, FINAL_MODEL, ATTEMPTS, PREFLIGHT, AGENT_FILES, AGENT_FILES_RECORD,
+        TRANSCRIPT, TRANSCRIPT_SANITIZED, RAW_TRACE_SANITIZED, USAGE, METRICS, EVALUATE, PROVENANCE,
+        JUDGEMENT, GPU_MONITOR, GPU_PLOT,
+        *(f(s) for s in STAGES for f in (state_file, lock_file, stage_log)),
+    }
+)  # fmt: skip
+
+
+# -- typed records -----------------------------------------------------------------------------
+
+R = TypeVar("R", bound="Record")
+
+
+def optional() -> Any:
+    """A field written only when it has a value (None: the key stays out of the file)."""
+    return field(default=None, metadata={"optional": True})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """A JSON record of a cell: known keys as fields, the rest in ``extra``."""
+
+    #: the file's name below the cell dir ('' for records nested in another)
+    FILE: ClassVar[str] = ""
+    #: fields holding a list of nested records, by field name
+    NESTED: ClassVar[Mapping[str, type[Record]]] = {}
+
+    #: keys this version of the harness does not know, kept as written
+    extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls: type[R], data: Any) -> R:
+        """The record of a JSON object (anything else reads as an empty record)."""
+        data = data if isinstance(data, Mapping) else {}
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        values = {k: v for k, v in data.items() if k in known}
+        for name, nested in cls.NESTED.items():
+            if isinstance(values.get(name), list):
+                values[name] = tuple(nested.from_dict(item) for item in values[name])
+        return cls(**values, extra={k: v for k, v in data.items() if k not in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.extra)
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "extra" or (value is None and f.metadata.get("optional")):
+                continue
+            if f.name in self.NESTED and isinstance(value, tuple | list):
+                value = [v.to_dict() if isinstance(v, Record) else v for v in value]
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def read(cls: type[R], path: str | Path) -> R | None:
+        """The record in a file; None when it is missing, unreadable, too big or not a JSON object."""
+        data = read_json_dict(path)
+        return None if data is None else cls.from_dict(data)
+
+    def write(self, path: str | Path) -> None:
+        atomic_write_json(path, self.to_dict())
+
+    def replace(self: R, **changes: Any) -> R:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageState(Record):
+    """<stage>.state.json: a stage `running` (host, pid and its start time, scheduler job),
+    `done`, `failed` with the reason, or `interrupted` with the signal."""
+
+    stage: str | None = None
+    state: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    pid_start_ticks: int | None = None
+    started_at: str | None = None
+    scheduler: Mapping[str, str] | None = None
+    log: str | None = None
+    ended_at: str | None = optional()
+    signal: int | None = optional()
+    reason: str | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SolveAttempt(Record):
+    """One try of a cell, in solve.attempts.json."""
+
+    n: int | None = None
+    started_at: str | None = None
+    host: str | None = None
+    harness_pid: int | None = None
+    harness_pid_start_ticks: int | None = None
+    scheduler: Mapping[str, str] | None = None
+    status: str | None = None
+    job_dir: str | None = optional()
+    agent_pid: int | None = optional()
+    ended_at: str | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SolveAttempts(Record):
+    """solve.attempts.json: every try of the cell, in order."""
+
+    FILE = ATTEMPTS
+    NESTED = {"attempts": SolveAttempt}
+
+    attempts: tuple[SolveAttempt, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preflight(Record):
+    """preflight.json: the CUDA preflight's verdict (`ok` or `failed`) and why."""
+
+    FILE = PREFLIGHT
+
+    status: str | None = None
+    reason: str | None = None
+    gpus: list[str] | None = None
+    host: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SolveRecord(Record):
+    """solve.json: how the agent ended, what it left, and what ran it."""
+
+    FILE = SOLVE
+
+    cell: Mapping[str, str] | None = None
+    #: exited, timeout, signal
+    status: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    description: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    budget_s: float | None = None
+    resumes: list[Mapping[str, Any]] | None = None
+    time_limit_s: float | None = None
+    host: str | None = None
+    scheduler: Mapping[str, str] | None = None
+    final_model_present: bool | None = None
+    final_model_files: int | None = None
+    final_model_bytes: int | None = None
+    #: why what the agent left was refused (an agent outcome), None when it was not
+    agent_problem: str | None = None
+    model_to_train: str | None = None
+    gpus: list[Mapping[str, Any]] | None = None
+    gpu_source: str | None = None
+    env_passed: list[str] | None = None
+    sandbox_env_names: list[str] | None = None
+    env_missing: list[str] | None = None
+    solve_sh_sha256: str | None = None
+    harness: Mapping[str, Any] | None = None
+    #: the how-manyth try of this cell, and the earlier tries in which the agent ran
+    attempt: int | None = None
+    earlier_attempts: list[Mapping[str, Any]] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluateAttempt(Record):
+    """One run of evaluate.py, in evaluate.json."""
+
+    attempt: int | None = None
+    max_tokens: int | None = None
+    evaluate_py_sha256: str | None = None
+    #: the scorer's PTB_SCORER_INFO record
+    scorer: Mapping[str, Any] | None = None
+    model_invalid: bool | None = None
+    process: str | None = None
+    exit_code: int | None = None
+    duration_s: float | None = None
+    #: the attempt's log, relative to the cell dir
+    log: str | None = None
+    ok: bool | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluateRecord(Record):
+    """evaluate.json: every scoring attempt; `status` scored (with the accuracy and the
+    sha256 of the metrics.json it vouches for), failed, no_model, or running."""
+
+    FILE = EVALUATE
+    NESTED = {"attempts": EvaluateAttempt}
+
+    cell: Mapping[str, str] | None = None
+    started_at: str | None = None
+    harness: Mapping[str, Any] | None = None
+    attempts: tuple[EvaluateAttempt, ...] = ()
+    #: the task dir that ran and the sha256 of its evaluate.py and of the whole dir
+    scorer: Mapping[str, Any] | None = optional()
+    status: str | None = optional()
+    accuracy: float | None = optional()
+    metrics_sha256: str | None = optional()
+    reason: str | None = optional()
+    ended_at: str | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageRecord(Record):
+    """usage.json: what the agent's session used, from its trace (None: the trace does not say)."""
+
+    FILE = USAGE
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    cost_usd: float | None = None
+    turns: int | None = None
+    tool_calls: int | None = None
+    resumes: int | None = None
+    format: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentFilesRecord(Record):
+    """agent_files.json: the agent's files kept for the judge, and those left out and why."""
+
+    FILE = AGENT_FILES_RECORD
+
+    dir: str | None = None
+    saved: list[Mapping[str, Any]] | None = None
+    skipped: list[Mapping[str, Any]] | None = None
+    bytes: int | None = None
+    max_bytes: int | None = None
+    redactions: Mapping[str, int] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Judgement(Record):
+    """judgement.json: the verdict (clean, flagged, judge_failed), the flags, each check's
+    result, the deterministic checks, the judge model and the sha256 of every input."""
+
+    FILE = JUDGEMENT
+
+    cell: Mapping[str, str] | None = None
+    started_at: str | None = None
+    #: the judge model, its endpoint, its token use, and its error when it failed
+    judge: Mapping[str, Any] | None = None
+    verdict: str | None = None
+    flags: list[str] | None = None
+    contamination: Mapping[str, Any] | None = None
+    disallowed_model: Mapping[str, Any] | None = None
+    api_usage: Mapping[str, Any] | None = None
+    checks: Mapping[str, Any] | None = None
+    inputs: Mapping[str, Any] | None = None
+    ended_at: str | None = None
+
+    def check(self, name: str) -> Mapping[str, Any] | None:
+        """One check's result ({flagged, flagged_by, justification}), None when absent
+        (a check this harness does not know is read from ``extra``)."""
+        part = self.to_dict().get(name)
+        return part if isinstance(part, Mapping) else None
