@@ -80,36 +80,96 @@ def check_runtime(site: Site, host_env: Mapping[str, str] | None = None) -> Chec
 
 
 def check_bwrap(site: Site, host_env: Mapping[str, str]) -> Check:
-    """bubblewrap found, and the kernel lets it make the sandbox the harness uses."""
-    from ptb_harness.runtime.sandbox import LaunchRequest, Sandbox
+    """bubblewrap found, and the kernel lets it make the unprivileged sandbox (its own
+    user namespace); when it does not, the one line naming the sysctl."""
+    from ptb_harness.runtime.userns import bwrap_version, userns_problem
 
     name = site.runtime.bwrap
     exe = shutil.which(name, path=host_env.get("PATH", os.defpath))
     if exe is None:
         return Check("runtime", False, f"bwrap: '{name}' not found", "apt-get install -y bubblewrap, or set site.bwrap")
+    problem = userns_problem(exe)
+    if problem:
+        return Check("runtime", False, f"bwrap at {exe}: {problem}")
+    version = ".".join(map(str, bwrap_version(exe))) or "version unknown"
+    return Check("runtime", True, f"bwrap at {exe} (bubblewrap {version}): makes its own user namespace")
+
+
+def _probe_sandbox(site: Site, host_env: Mapping[str, str]) -> dict | str:
+    """Start a real sandbox of the site and run the probe in it (its privileges,
+    namespaces, limits); the probe's answer, or why there is none."""
+    from ptb_harness.runtime import sandbox_probe
+    from ptb_harness.runtime.sandbox import LaunchRequest, Sandbox
+
     with tempfile.TemporaryDirectory(prefix="ptb-doctor-") as d:
         home, tmp = Path(d, "home"), Path(d, "tmp")
         (home / "task").mkdir(parents=True)
         tmp.mkdir()
-        request = LaunchRequest(role="agent", command=["true"], job_home=home, job_tmp=tmp, workdir="task", env={})
+        source = Path(sandbox_probe.__file__).read_text()
+        command = ["python", "-I", "-S", "-c", source]
+        request = LaunchRequest(role="agent", command=command, job_home=home, job_tmp=tmp, workdir="task", env={})
         launch = Sandbox(site.runtime, host_env).launch(request)
         try:
             res = subprocess.run(
-                launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=20
+                launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=60
             )
-            why = (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
-            ok = res.returncode == 0
         except (OSError, subprocess.TimeoutExpired) as e:
-            ok, why = False, str(e)
-    if not ok:
-        return Check(
-            "runtime",
-            False,
-            f"bwrap at {exe} cannot make a sandbox here: {why}",
-            "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
-            "user.max_user_namespaces>0) or use site.runtime: apptainer",
-        )
-    return Check("runtime", True, f"bwrap at {exe}: sandbox with its own PID namespace works")
+            return str(e)
+    try:
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
+
+
+#: namespaces the bwrap sandbox must not share with the host (cgroup: where the kernel has them)
+REQUIRED_OWN = ("user", "mnt", "pid", "ipc", "uts")
+
+
+def check_sandbox_privileges(inside: dict) -> Check:
+    status = inside["status"]
+    cap_eff, cap_bnd = status.get("CapEff", "?"), status.get("CapBnd", "?")
+    ok = int(cap_eff, 16) == 0 and int(cap_bnd, 16) == 0 and status.get("NoNewPrivs") == "1"
+    ok = ok and not inside["proc_sys_writable"]
+    uid = inside["uid"]
+    who = " (the host's root: the harness runs as root; no capability goes with it)" if uid == 0 else ""
+    detail = (
+        f"CapEff {cap_eff}, CapBnd {cap_bnd}, NoNewPrivs {status.get('NoNewPrivs')}, "
+        f"nested user namespaces: {inside['nested_userns']}, /proc/sys "
+        f"{'WRITABLE' if inside['proc_sys_writable'] else 'read-only'}; uid {uid}{who}"
+    )
+    fix = "" if ok else "report this: the sandbox must hold no capability"
+    return Check("sandbox privileges", ok, detail, fix)
+
+
+def check_sandbox_namespaces(inside: dict, host: dict) -> Check:
+    own = [n for n, v in inside["namespaces"].items() if v is not None and v != host["namespaces"].get(n)]
+    shared = [n for n in inside["namespaces"] if n not in own]
+    ok = all(n in own for n in REQUIRED_OWN)
+    detail = f"own {', '.join(own)} (host name {inside['hostname']}); shared with the host: "
+    detail += ", ".join(shared) or "none"
+    return Check("sandbox namespaces", ok, detail, "" if ok else "the kernel or bwrap lacks a namespace: see README")
+
+
+def check_sandbox_limits(inside: dict) -> Check:
+    """The limits a sandboxed process runs under, as it sees them: rlimits and cgroup.
+    (The per-cell caps, cgroup and rlimits, report here.)"""
+    limits = ", ".join(f"{k.removeprefix('Max ')} {v}" for k, v in inside["limits"].items())
+    cgroups = [c for c in inside["cgroup"] if c.startswith("0::") or ":memory:" in c or ":pids:" in c]
+    return Check("sandbox limits", True, f"rlimits: {limits}; cgroup {' '.join(cgroups)}")
+
+
+def check_sandbox(site: Site, host_env: Mapping[str, str] | None = None) -> list[Check]:
+    """A real sandbox of the site, from the inside (bwrap): its privileges, namespaces and
+    limits against the host's. Nothing for the other runtimes."""
+    if site.runtime.runtime != "bwrap" or not check_bwrap(site, host_env or os.environ).ok:
+        return []
+    from ptb_harness.runtime.sandbox_probe import probe
+
+    inside = _probe_sandbox(site, os.environ if host_env is None else host_env)
+    if isinstance(inside, str):
+        return [Check("sandbox", False, f"the probe did not run in a real sandbox: {inside}")]
+    host = probe()
+    return [check_sandbox_privileges(inside), check_sandbox_namespaces(inside, host), check_sandbox_limits(inside)]
 
 
 def check_images(site: Site) -> list[Check]:
@@ -266,6 +326,7 @@ def run_checks(campaign: Campaign, host_env: Mapping[str, str] | None = None) ->
     site = campaign.settings.site
     steps: list[Callable[[], Check | list[Check]]] = [
         lambda: check_runtime(site, host_env),
+        lambda: check_sandbox(site, host_env),
         lambda: check_images(site),
         lambda: check_nvccli(site),
         lambda: check_hf_cache(site),

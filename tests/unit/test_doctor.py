@@ -18,6 +18,9 @@ from ptb_harness.doctor import (
     check_images,
     check_nvccli,
     check_runtime,
+    check_sandbox,
+    check_sandbox_namespaces,
+    check_sandbox_privileges,
     check_tmp_root,
 )
 
@@ -111,7 +114,7 @@ def test_runtime_bwrap_really_makes_a_sandbox_here():
     assert not missing.ok and "apt-get install -y bubblewrap" in missing.fix
     # a bwrap the kernel refuses: a stand-in that fails as bwrap does without user namespaces
     refused = check_runtime(typed({**site, "bwrap": "false"}))
-    assert not refused.ok and len(refused.line().splitlines()) == 1 and "user namespaces" in refused.fix
+    assert not refused.ok and len(refused.line().splitlines()) == 1 and "user namespace" in refused.line()
 
 
 def run_doctor(workdir: Path, profile: Path) -> subprocess.CompletedProcess:
@@ -139,3 +142,24 @@ def test_doctor_command_passes_for_local_and_fails_for_an_apptainer_site(tmp_pat
     for expected in ("FAIL runtime: apptainer", "FAIL agent_image", "FAIL scorer_image", "FAIL isolate_gpus"):
         assert expected in bad.stdout, bad.stdout
     assert bad.stdout.splitlines()[-1].endswith("FAIL")
+
+
+def test_doctor_starts_a_real_bwrap_sandbox_and_reports_it_from_inside():
+    checks = {c.name: c for c in check_sandbox(typed({**SITE, "runtime": "bwrap", "bwrap": "bwrap"}))}
+    assert set(checks) == {"sandbox privileges", "sandbox namespaces", "sandbox limits"}
+    assert all(c.ok for c in checks.values()), [c.line() for c in checks.values()]
+    privileges = checks["sandbox privileges"].detail
+    assert "CapEff 0000000000000000" in privileges and "NoNewPrivs 1" in privileges
+    assert "/proc/sys read-only" in privileges and "nested user namespaces: refused" in privileges
+    assert "own user, mnt, pid, ipc, uts" in checks["sandbox namespaces"].detail
+    assert "host name ptb-sandbox" in checks["sandbox namespaces"].detail
+    assert "open files" in checks["sandbox limits"].detail
+    # a sandbox that kept a capability, or shared the host's PID namespace, fails its line
+    inside = {"status": {"CapEff": "0000000000200000", "CapBnd": "0", "NoNewPrivs": "1"}, "uid": 0}
+    assert not check_sandbox_privileges({**inside, "nested_userns": "refused", "proc_sys_writable": False}).ok
+    host = {"namespaces": {"user": "user:[1]", "pid": "pid:[2]"}}
+    shared = {"namespaces": {"user": "user:[9]", "pid": "pid:[2]"}, "hostname": "h"}
+    line = check_sandbox_namespaces(shared, host)
+    assert not line.ok and "shared with the host: pid" in line.detail
+    # runtime none starts no sandbox to probe
+    assert check_sandbox(typed(SITE)) == []

@@ -10,7 +10,7 @@ import pytest
 
 from ptb_harness.campaign.config import campaign_with_defaults
 from ptb_harness.core.errors import ConfigError
-from ptb_harness.runtime.sandbox import Bind, LaunchRequest, Sandbox
+from ptb_harness.runtime.sandbox import Bind, LaunchRequest, Sandbox, bwrap_isolation
 
 SECRET = "sk-live-THIS-MUST-NEVER-BE-ON-ARGV"
 
@@ -314,3 +314,13 @@ def test_shm_defaults_to_half_the_agents_memory_cap():
     limits = campaign_with_defaults({"site": {"solve_resources": {"mem_mb": 8192}}}).settings.site
     assert limits.agent_limits.memory_bytes == (8192 - 1024) * 2**20
     assert limits.runtime.shm_bytes == (8192 - 1024) * 2**19
+
+
+def test_bwrap_isolation_flags_by_version():
+    flags = bwrap_isolation((0, 8, 0))
+    for flag in ("--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc", "--unshare-uts"):
+        assert flag in flags
+    assert flags[flags.index("--cap-drop") + 1] == "ALL" and "--new-session" in flags
+    assert flags[flags.index("--hostname") + 1] == "ptb-sandbox" and "--unshare-cgroup-try" in flags
+    # bwrap before 0.8 has no --disable-userns (it would refuse the whole command line)
+    assert "--disable-userns" not in bwrap_isolation((0, 7, 0)) and "--unshare-user" in bwrap_isolation(())

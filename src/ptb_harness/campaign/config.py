@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,10 @@ def load_config(
         raise ConfigError(f"paths.results_dir: {problem}")
     check_templates(campaign)
     if for_run:
+        # before any cell: this host can make the site's sandbox
+        from ptb_harness.runtime.sandbox import Sandbox
+
+        Sandbox(campaign.settings.site.runtime, os.environ).check_host()
         # before any GPU hour: what the scorer will read offline is there
         check_data(campaign)
         check_local_models(campaign)

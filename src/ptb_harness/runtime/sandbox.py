@@ -8,6 +8,12 @@ named by all of its variables, an XDG cache inside HOME, and the cell's GPUs. Un
 the harness) and sees no file of the host beyond the system, the interpreter and what
 is bound for it: no checkout, no results tree, no other cell, no host HOME.
 
+``bwrap`` is unprivileged whoever starts it: its own user namespace with every capability
+dropped (as root too: the agent's uid is then root's, but it holds no capability in any
+namespace, and what root's uid alone could still write, /proc/sys, is read-only), no
+nested user namespaces where bwrap can forbid them, its own UTS, IPC, PID and cgroup
+namespaces, and a new session (no terminal to type into).
+
 Secrets and every other value travel only in the environment of the launched process:
 with apptainer as ``APPTAINERENV_<NAME>`` variables, with bwrap as bwrap's own
 environment (which its children inherit: bwrap's environment is exactly the agent's, so
@@ -28,6 +34,7 @@ from pathlib import Path
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.runtime.procs import ProcessResult, run_budgeted
 from ptb_harness.runtime.sandbox_settings import Bind, Role, RuntimeSettings
+from ptb_harness.runtime.userns import bwrap_version, check_userns
 
 #: Where the shared Hugging Face home appears inside an apptainer sandbox.
 SANDBOX_HF_HOME = "/hf_home"
@@ -42,6 +49,8 @@ BWRAP_ETC = (
     "ld.so.conf.d", "localtime", "timezone", "os-release", "debian_version", "lsb-release", "mime.types",
     "protocols", "services", "networks", "nvidia", "OpenCL", "vulkan", "glvnd", "magic", "inputrc",
 )  # fmt: skip
+#: The host name inside a bwrap sandbox (its own UTS namespace).
+SANDBOX_HOSTNAME = "ptb-sandbox"
 #: The Hugging Face variables that choose a cache, highest priority first in
 #: huggingface_hub (HF_HUB_CACHE > HUGGINGFACE_HUB_CACHE > $HF_HOME/hub). All are set
 #: together, so a host-wide value (e.g. a cluster's HUGGINGFACE_HUB_CACHE) can never win.
@@ -231,6 +240,12 @@ class Sandbox:
             out.append(Bind(r.hf_home_host, SANDBOX_HF_HOME, read_only=r.hf_read_only))
         return [*out, *r.binds, *self.settings.binds]
 
+    def check_host(self) -> None:
+        """Raise the one config error that stops a run before any cell starts when this
+        host cannot make the site's sandbox (bwrap missing, or user namespaces refused)."""
+        if self.runtime == "bwrap":
+            check_userns(self.bwrap_executable())
+
     def bwrap_executable(self) -> str:
         exe = shutil.which(self.settings.bwrap, path=self.host_env.get("PATH", os.defpath))
         if exe is None:
@@ -242,7 +257,8 @@ class Sandbox:
         dir as HOME and the binds; a new PID namespace whose init dies with the harness
         (so no process of the agent outlives its solve)."""
         home = self.settings.sandbox_home
-        argv = [self.bwrap_executable(), "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
+        exe = self.bwrap_executable()
+        argv = [exe, *bwrap_isolation(bwrap_version(exe))]
         for d in BWRAP_SYSTEM:
             p = Path(d)
             if p.is_symlink():
@@ -255,7 +271,10 @@ class Sandbox:
         for prefix in dict.fromkeys((sys.base_prefix, sys.prefix)):
             if not any(prefix == d or prefix.startswith(d + "/") for d in BWRAP_SYSTEM):
                 argv += ["--ro-bind", prefix, prefix]
-        argv += ["--proc", "/proc", "--dev", "/dev"]
+        # /proc/sys read-only: as the host's root the agent's uid owns its files (0644 root),
+        # and bwrap covers /proc/sys only where access(W_OK) on the directory (0555) says it
+        # is writable, so kernel.core_pattern and the rest would stay writable to it
+        argv += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
         if self.settings.shm_bytes:
             # a sized /dev/shm of its own: bwrap's /dev tmpfs would take half of RAM
             argv += ["--perms", "1777", "--size", str(self.settings.shm_bytes), "--tmpfs", "/dev/shm"]
@@ -269,3 +288,17 @@ class Sandbox:
         argv += ["--remount-ro", "/", "--chdir", f"{home}/{r.workdir}", *r.command]
         # bwrap's own environment is the sandbox's: its children inherit exactly it
         return Launch(argv, inner, r.job_home, sorted(inner))
+
+
+def bwrap_isolation(version: tuple[int, ...]) -> list[str]:
+    """bwrap's namespaces and privileges, for a bwrap of this version: a user namespace of
+    its own with no capability (even when started by root), no nested user namespaces
+    (``--disable-userns``, bwrap 0.8 and later: they would give the agent capabilities
+    over new namespaces), own PID, IPC, UTS (own host name) and cgroup namespaces, and a
+    new session (TIOCSTI cannot type into the harness's terminal). bwrap itself sets
+    no_new_privs and mounts nosuid: a setuid binary gains nothing."""
+    flags = ["--die-with-parent", "--unshare-user"]
+    if version >= (0, 8):
+        flags.append("--disable-userns")
+    flags += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", SANDBOX_HOSTNAME]
+    return [*flags, "--unshare-cgroup-try", "--new-session", "--cap-drop", "ALL"]
