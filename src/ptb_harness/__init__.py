@@ -9,6 +9,8 @@ The package is layered; imports only point down (``tests/test_layers.py`` enforc
    scheduler job.
 3. ``gpu``: the cell's GPUs on NVML: ids, the GPU set, leases, scoped reaping, monitor.
 4. ``traces``: agent traces parsed by content, redacted.
+   ``gateway``: one cell's LLM gateway (the agent's only way to its model): key swap,
+   metering, prices, the LLM budget, llm_log.jsonl.
 5. ``campaign``: the configuration (schema, typed settings), cells, agents, tasks, resources.
 6. ``stages``: solve and evaluate of one cell, their preflight and provenance, and the glue
    that runs each as a Snakemake job.

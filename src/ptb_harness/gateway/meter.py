@@ -1,0 +1,128 @@
+"""The gateway's meter: what a cell's model calls used and cost, and whether its limits
+(``solve.llm_budget``) are reached.
+
+Only the provider's own answers count: the tokens each answer states (a stream's
+included), priced by ``ptb_harness.gateway.prices``. The limits are checked before each
+model call: a call in flight when a limit is crossed completes, the next one is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptb_harness.gateway.protocols import TokenUsage
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A cell's LLM budget; None = no limit. ``tokens`` counts input (cached included)
+    plus output tokens; ``requests`` the model calls passed to the provider."""
+
+    usd: float | None = None
+    tokens: int | None = None
+    requests: int | None = None
+
+    def record(self) -> dict[str, Any]:
+        return {"usd": self.usd, "tokens": self.tokens, "requests": self.requests}
+
+
+#: What a provider failure is (not the agent's doing): its answer's status, or 0 when it
+#: could not be reached. 401/403: the site's key was refused; 429: its quota or rate.
+def provider_failed(status: int) -> bool:
+    return status == 0 or status >= 500 or status in (401, 403, 429)
+
+
+@dataclass
+class Meter:
+    limits: Limits = field(default_factory=Limits)
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+    #: model calls whose answer stated no usage, and answers without a price
+    unmetered: int = 0
+    unpriced: int = 0
+    #: every answer's HTTP status (0: the provider could not be reached), the gateway's
+    #: refusals by reason, and the provider failures at the end of the session
+    statuses: Counter = field(default_factory=Counter)
+    refused: Counter = field(default_factory=Counter)
+    failure_streak: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def exhausted(self) -> str | None:
+        """Which limit is reached, in words, or None."""
+        lim = self.limits
+        if lim.usd is not None and self.cost_usd >= lim.usd:
+            return f"cost ${self.cost_usd:.4f} of ${lim.usd:g}"
+        if lim.tokens is not None and self.tokens >= lim.tokens:
+            return f"tokens {self.tokens} of {lim.tokens}"
+        if lim.requests is not None and self.requests >= lim.requests:
+            return f"requests {self.requests} of {lim.requests}"
+        return None
+
+    def add(self, status: int, latency_ms: float, usage: TokenUsage | None, cost: float | None) -> None:
+        """One model call passed to the provider, and its answer."""
+        self.requests += 1
+        self.statuses[status] += 1
+        self.latencies_ms.append(latency_ms)
+        self.failure_streak = self.failure_streak + 1 if provider_failed(status) else 0
+        if usage is None:
+            self.unmetered += status == 200
+            return
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cached_tokens += usage.cached_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
+        if cost is None:
+            self.unpriced += usage.total > 0
+        else:
+            self.cost_usd += cost
+
+    def totals(self) -> dict[str, Any]:
+        """The running totals (each llm_log.jsonl line carries them)."""
+        return {
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The meter as recorded in solve.json's ``llm``."""
+        errors = sum(n for s, n in self.statuses.items() if s != 200)
+        return {
+            **self.totals(),
+            "source": "gateway",
+            "unmetered_answers": self.unmetered,
+            "unpriced_answers": self.unpriced,
+            "http_errors": errors,
+            "statuses": {str(s): n for s, n in sorted(self.statuses.items())},
+            "refused": dict(sorted(self.refused.items())),
+            "provider_failure_streak": self.failure_streak,
+            "latency_ms": latency_summary(self.latencies_ms),
+            "limits": self.limits.record(),
+            "exhausted": self.exhausted(),
+        }
+
+
+def latency_summary(values: list[float]) -> dict[str, float] | None:
+    """p50, p99 and max of the provider's answer times (ms), nearest rank."""
+    if not values:
+        return None
+    s = sorted(values)
+
+    def rank(q: float) -> float:
+        return round(s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))], 1)
+
+    return {"p50": rank(0.5), "p99": rank(0.99), "max": round(s[-1], 1)}

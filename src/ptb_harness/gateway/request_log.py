@@ -1,0 +1,89 @@
+"""``llm_log.jsonl``: one line per request the gateway answered, the authoritative record
+of what the agent asked its model and what it was told.
+
+Each line: ``n``, ``attempt``, ``time`` (UTC, when the request arrived), ``method``,
+``path`` (without the query), ``protocol``, ``model``, ``stream``, ``status`` (0: the
+provider could not be reached), ``latency_ms`` (arrival to the answer's end), ``ttfb_ms``
+(to the provider's headers), ``usage`` (the answer's own tokens, or null), ``cost_usd``
+and ``price_source``, ``refused`` (why the gateway answered itself: ``token``, ``path``,
+``llm_budget``, ``unpriced``, ``body``; else null), ``error`` (what went wrong on the
+way, else null), ``request`` and ``response`` (``bytes``: the body's size; ``body``: the
+body, every secret redacted, cut to its head and tail past the size cap, ``cut``: bytes
+left out) and ``totals`` (the meter after this request).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ptb_harness.traces.redact import Redactor
+
+LOG_NAME = "llm_log.jsonl"
+
+
+class CappedBody:
+    """A body received in chunks, kept as its head and tail past ``limit`` bytes.
+
+    The cut never leaves part of a secret in the log: ``margin`` is more than the longest
+    secret pattern (see ``record``)."""
+
+    def __init__(self, limit: int, margin: int):
+        self.limit, self.margin = limit, margin
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.size = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        room = self.limit // 2 + self.margin - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            keep = self.limit - self.limit // 2 + self.margin
+            if len(self.tail) > 2 * keep:
+                del self.tail[:-keep]
+
+    def record(self, redact: Redactor) -> dict[str, Any]:
+        if self.size <= self.limit + 2 * self.margin:  # whole: nothing to gain by a cut
+            data = redact(bytes(self.head + self.tail))
+            return {"bytes": self.size, "body": data.decode("utf-8", "replace"), "cut": 0}
+        # each side is redacted with `margin` bytes more than it keeps: a secret across
+        # the cut is whole there and replaced; a part of one at the window's edge is in
+        # the margin, which is then dropped
+        half, margin = self.limit // 2, self.margin
+        head = redact(bytes(self.head[: half + margin]))[:-margin]
+        tail = redact(bytes(self.tail[-(self.limit - half + margin) :]))[margin:]
+        cut = self.size - self.limit
+        text = head + f"\n[... gateway: {cut} bytes cut ...]\n".encode() + tail
+        return {"bytes": self.size, "body": text.decode("utf-8", "replace"), "cut": cut}
+
+
+class RequestLog:
+    """Appends lines to the cell's llm_log.jsonl (owner-only), one write per line."""
+
+    def __init__(self, path: Path, redact: Redactor, max_body_bytes: int, attempt: int):
+        self.path = Path(path)
+        self.redact = redact
+        self.max_body_bytes = max_body_bytes
+        self.attempt = attempt
+        self.margin = max((len(needle) for needle, _ in redact.pairs), default=0) + 64
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.lines = 0
+
+    def body(self) -> CappedBody:
+        return CappedBody(self.max_body_bytes, self.margin)
+
+    def write(self, entry: dict[str, Any]) -> None:
+        self.lines += 1
+        line = {"n": self.lines, "attempt": self.attempt, **entry}
+        os.write(self._fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

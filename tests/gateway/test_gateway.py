@@ -1,0 +1,224 @@
+"""The real gateway process in front of the scripted model server (a test stand-in for the
+providers): answers pass unchanged (streams included) for the four protocols, the key is
+swapped in for the token, usage is metered from the answers, the budget refuses in each
+protocol's own shape, llm_log.jsonl is sanitized and capped."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import socket
+
+import pytest
+from gateway_env import Plan, gateway_before, request, usage
+
+from ptb_harness.gateway.meter import Limits
+from ptb_harness.gateway.prices import ModelPrice
+
+MODEL = "m-main"
+STEPS = [{"shell": "ls", **usage(1200, 40, 300)}, {"text": "done", **usage(1500, 9, 1000)}]
+TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+
+
+def call(protocol: str, stream: bool, turns: int = 0) -> tuple[str, dict, str]:
+    """(path, body, auth header) of a model call with ``turns`` model turns before it."""
+    if protocol == "anthropic":
+        msgs = [{"role": "user", "content": "go"}] + [{"role": "assistant", "content": "x"}] * turns
+        return "/v1/messages?beta=true", {"model": MODEL, "stream": stream, "messages": msgs}, "x-api-key"
+    if protocol == "openai_responses":
+        items = [{"role": "assistant", "content": "x"}] * turns
+        return "/v1/responses", {"model": MODEL, "stream": stream, "input": items}, "authorization"
+    if protocol == "openai_chat":
+        msgs = [{"role": "assistant", "content": "x"}] * turns
+        body = {"model": MODEL, "stream": stream, "tools": TOOLS, "messages": msgs}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        return "/v1/chat/completions", body, "authorization"
+    verb = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    body = {"contents": [{"role": "model", "parts": [{"text": "x"}]}] * turns}
+    return f"/v1beta/models/{MODEL}:{verb}", body, "x-goog-api-key"
+
+
+def auth(header: str, token: str) -> dict[str, str]:
+    return {header: f"Bearer {token}" if header == "authorization" else token}
+
+
+def direct(server, path: str, body: dict) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
+    resp = conn.getresponse()
+    return resp.status, resp.read()
+
+
+def normal(data: bytes) -> bytes:
+    """The answer without what differs between two calls (the stand-in's ids, times)."""
+    return re.sub(rb'standin-?\d+|"created":\s*\d+', b"ID", data)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+@pytest.mark.parametrize("protocol", ["anthropic", "openai_responses", "openai_chat", "gemini"])
+def test_answers_pass_unchanged_and_the_meter_reads_their_usage(tmp_path, protocol, stream):
+    plan = Plan(MODEL, STEPS)
+    with gateway_before(tmp_path, plan, protocol, prices={MODEL: ModelPrice(3.0, 15.0, 0.3)}) as gw:
+        answers = []
+        for turns in (0, 1):
+            path, body, header = call(protocol, stream, turns)
+            status, data = gw.post(path, body, auth(header, gw.token))
+            assert status == 200, data
+            answers.append((path, body, data))
+        summary = gw.gateway.stop()
+        sent = plan.total_sent()  # what the stand-in told the gateway
+        for path, body, data in answers:  # the same call straight to the stand-in
+            assert normal(data) == normal(direct(gw.server, path, body)[1])
+    assert summary is not None
+    assert {k: summary[k] for k in sent} == sent
+    assert (summary["requests"], summary["source"], summary["http_errors"]) == (2, "gateway", 0)
+    # the campaign's price: uncached input 3, cache reads 0.3, output 15 (USD per million)
+    uncached = sent["input_tokens"] - sent["cached_tokens"]
+    billed = (uncached * 3.0 + sent["cached_tokens"] * 0.3 + sent["output_tokens"] * 15.0) / 1e6
+    assert summary["cost_usd"] == pytest.approx(billed)
+    # the key reached the provider in the auth header the token came in, the token never
+    header = call(protocol, stream)[2]
+    for r in gw.server.recorded()[:2]:
+        assert r.headers[header] == (f"Bearer {gw.key}" if header == "authorization" else gw.key)
+        assert gw.token not in json.dumps(r.headers) and gw.token.encode() not in r.body
+    lines = gw.log()
+    assert [(ln["n"], ln["status"], ln["model"], ln["stream"], ln["refused"]) for ln in lines] == [
+        (1, 200, MODEL, stream, None),
+        (2, 200, MODEL, stream, None),
+    ]
+    assert lines[-1]["totals"]["input_tokens"] == sent["input_tokens"]
+    assert all(ln["price_source"] == "campaign" and ln["latency_ms"] > 0 for ln in lines)
+
+
+def test_a_streamed_chat_call_is_asked_for_its_usage(tmp_path):
+    plan = Plan(MODEL, STEPS)
+    with gateway_before(tmp_path, plan, "openai_chat") as gw:
+        body = {"model": MODEL, "stream": True, "tools": TOOLS, "messages": []}
+        status, data = gw.post("/v1/chat/completions", body, auth("authorization", gw.token))
+        assert status == 200 and b"data: [DONE]" in data
+        summary = gw.gateway.stop()
+    (req,) = gw.server.recorded()
+    assert json.loads(req.body)["stream_options"] == {"include_usage": True}
+    assert summary["input_tokens"] == 1200 and summary["unpriced_answers"] == 1  # no price for m-main
+
+
+@pytest.mark.parametrize(
+    ("protocol", "shape"),
+    [
+        ("anthropic", {"type": "error", "error": {"type": "authentication_error"}}),
+        ("openai_chat", {"error": {"type": "invalid_request_error"}}),
+        ("gemini", {"error": {"code": 401, "status": "UNAUTHENTICATED"}}),
+    ],
+)
+def test_a_wrong_token_gets_401_in_the_protocols_shape_and_reaches_nobody(tmp_path, protocol, shape):
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), protocol) as gw:
+        path, body, header = call(protocol, True)
+        for headers in ({}, auth(header, "ptbgw-wrong"), auth(header, gw.token[:-1]), {"x-other": gw.token}):
+            status, data = gw.post(path, body, headers)
+            assert status == 401
+            answer = json.loads(data)
+            for k, v in shape.items():
+                assert {kk: answer[k][kk] for kk in v} == v if isinstance(v, dict) else answer[k] == v
+        # Gemini's ?key= form of the token passes, and reaches the provider as its header
+        status, _ = gw.post(f"/v1beta/models/{MODEL}:generateContent?key={gw.token}", {"contents": []})
+        assert status == 200
+    (req,) = gw.server.recorded()
+    assert req.path == f"/v1beta/models/{MODEL}:generateContent" and req.headers["x-goog-api-key"] == gw.key
+    assert [ln["refused"] for ln in gw.log()] == ["token"] * 4 + [None]
+
+
+def test_only_model_calls_pass(tmp_path):
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), "openai_chat") as gw:
+        bearer = auth("authorization", gw.token)
+        for method, path in [("POST", "/v1/files"), ("POST", "/v1/fine_tuning/jobs"), ("DELETE", "/v1/models/x"),
+                             ("POST", "/v1/x/../chat/completions"), ("POST", "/v1/%2e%2e/responses")]:  # fmt: skip
+            status, data = request(gw.gateway, method, path, {}, bearer)
+            assert status == 404, path
+            assert "is not a model call" in json.loads(data)["error"]["message"]
+        assert request(gw.gateway, "GET", "/v1/models", None, bearer)[0] == 404  # forwarded: the stand-in has none
+    assert [r.path for r in gw.server.recorded()] == ["/v1/models"]
+
+
+@pytest.mark.parametrize(
+    ("limits", "allowed", "reason"),
+    [
+        (Limits(tokens=2500), 2, "tokens 2749 of 2500"),  # 1240 after one call, 2749 after two
+        (Limits(requests=1), 1, "requests 1 of 1"),
+        (Limits(usd=0.004), 1, "cost $0.0042 of $0.004"),  # 1200 in, 40 out at 3 / 15 per million
+    ],
+    ids=["tokens", "requests", "usd"],
+)
+def test_the_budget_refuses_the_call_after_its_limit(tmp_path, limits, allowed, reason):
+    plan = Plan(MODEL, STEPS * 3)
+    prices = {MODEL: ModelPrice(3.0, 15.0)}
+    with gateway_before(tmp_path, plan, "anthropic", limits=limits, prices=prices) as gw:
+        statuses = []
+        for turns in range(4):
+            path, body, header = call("anthropic", True, turns)
+            status, data = gw.post(path, body, auth(header, gw.token))
+            statuses.append(status)
+        assert gw.gateway.exhausted.wait(10)
+        summary = gw.gateway.stop()
+    assert statuses == [200] * allowed + [400] * (4 - allowed)
+    answer = json.loads(data)
+    assert answer["error"]["type"] == "invalid_request_error"
+    assert answer["error"]["message"] == (
+        f"ptb-harness gateway: this cell's LLM budget is exhausted ({reason}); the session is over"
+    )
+    assert gw.gateway.exhausted_reason == reason and summary["exhausted"] == reason
+    assert len(gw.server.recorded()) == allowed  # nothing past the limit reached the provider
+    assert summary["refused"] == {"llm_budget": 4 - allowed}
+
+
+def test_a_usd_budget_refuses_a_model_without_a_price(tmp_path):
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), "openai_chat", limits=Limits(usd=1.0)) as gw:
+        status, data = gw.post("/v1/chat/completions", {"model": "no-such-model", "messages": []},
+                               auth("authorization", gw.token))  # fmt: skip
+    assert status == 400 and "has no price" in json.loads(data)["error"]["message"]
+    assert gw.server.recorded() == []
+
+
+def test_provider_failures_pass_through_and_are_counted(tmp_path):
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))  # a port nobody listens on
+    port = dead.getsockname()[1]
+    dead.close()
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), "anthropic", upstream=f"http://127.0.0.1:{port}") as gw:
+        path, body, header = call("anthropic", True)
+        status, data = gw.post(path, body, auth(header, gw.token))
+        summary = gw.gateway.stop()
+    assert status == 502 and json.loads(data)["error"]["type"] == "api_error"
+    assert summary["statuses"] == {"0": 1} and summary["provider_failure_streak"] == 1
+    assert gw.log()[0]["error"].startswith("the provider could not be reached")
+
+
+def test_the_log_is_sanitized_and_capped(tmp_path):
+    hf = "hf_" + "s3cr3t" * 8
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), "anthropic", secrets={"HF_TOKEN": hf}, max_body_bytes=4096) as gw:
+        path, body, header = call("anthropic", False)
+        # the agent put a secret into its conversation: in the kept head, in the part cut
+        # out, in the kept tail (a secret across a cut: test_gateway_units.py)
+        filler = "x" * 3000
+        body["messages"][0]["content"] = f"{hf} {filler}{hf}{filler} {hf}"
+        assert gw.post(path, body, auth(header, gw.token))[0] == 200
+    text = gw.log_path.read_text()
+    for part in (hf, hf[:12], hf[-12:], gw.key, gw.token):
+        assert part not in text
+    (line,) = gw.log()
+    assert line["request"]["bytes"] > 4096 and line["request"]["cut"] > 0
+    assert line["request"]["body"].count("[REDACTED:HF_TOKEN]") == 2
+    assert "bytes cut ...]" in line["request"]["body"] and line["response"]["cut"] == 0
+
+
+def test_a_unix_socket_with_a_long_path(tmp_path):
+    deep = tmp_path / ("d" * 100) / "harness"
+    deep.mkdir(parents=True)
+    sock = deep / "llm.sock"
+    assert len(str(sock)) > 108  # longer than a Unix socket address may be
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), "anthropic", socket_path=sock) as gw:
+        assert gw.gateway.port is None and gw.gateway.ready["socket"] == str(sock)
+        path, body, header = call("anthropic", True)
+        assert gw.post(path, body, auth(header, gw.token))[0] == 200
+        assert oct(sock.stat().st_mode & 0o777) == "0o600"
