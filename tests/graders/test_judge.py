@@ -4,6 +4,7 @@ is the stand-in grader server (tests/grader_standin.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from grader_standin import StandInGrader
 
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.config import load_config_files
+from ptb_harness.campaign.scoring import base_architecture, missing_data
 from ptb_harness.graders.judge import combine, model_identity, ngram_overlap, parse_verdict
 from ptb_harness.stages.agent_files import save_agent_files
 from ptb_harness.stages.judge import run_judge
@@ -53,7 +55,9 @@ def clean_answer(req):
     return ("answer", CLEAN)
 
 
-def judged_cell(tmp_path: Path, url: str, *, train_file: str, final_config: dict, site=None, **judge) -> tuple:
+def judged_cell(
+    tmp_path: Path, url: str, *, train_file: str, final_config: dict, site=None, models=None, **judge
+) -> tuple:
     root = make_workdir(tmp_path / "campaign")
     (root / "models" / "m1" / "config.json").write_text(json.dumps(BASE_CONFIG))
     (root / "models" / "m1-instruct").mkdir()
@@ -70,6 +74,8 @@ def judged_cell(tmp_path: Path, url: str, *, train_file: str, final_config: dict
     )
     if site:
         cfg["site"] = site
+    if models:
+        cfg["models"] = models
     write_config(root, cfg)
     campaign = load_config_files(root)
     cell = Cell("exit0", "graded", "m1", "0.0005", 0, 1)
@@ -269,3 +275,57 @@ def test_the_real_gsm8k_test_set_from_the_hf_cache(tmp_path: Path, monkeypatch):
     ngram = record["checks"]["ngram_overlap"]
     assert ngram["test_samples"] == len(GSM8K_TEST)
     assert record["verdict"] == "flagged" and ngram["contaminated_samples"] == 2
+
+
+def hub_cache(hf_home: Path, repo_id: str, configs: dict[str, dict], main: str) -> Path:
+    """A hub cache as huggingface_hub writes it: each file a blob, each snapshot's file a
+    relative link to its blob, refs/main naming a commit."""
+    root = hf_home / "hub" / f"models--{repo_id.replace('/', '--')}"
+    (root / "blobs").mkdir(parents=True)
+    for commit, config in configs.items():
+        data = json.dumps(config).encode()
+        blob = hashlib.sha256(data).hexdigest()
+        (root / "blobs" / blob).write_bytes(data)
+        (root / "snapshots" / commit).mkdir(parents=True)
+        (root / "snapshots" / commit / "config.json").symlink_to(f"../../blobs/{blob}")
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(main)
+    return root
+
+
+def test_the_judge_and_the_plan_read_the_base_config_huggingface_hub_loads(tmp_path: Path):
+    """Two snapshots of the base model, refs/main naming the one that sorts first: the
+    judge's model identity and the plan's architecture both read that one, through the
+    cache's links, as huggingface_hub resolves it offline."""
+    from huggingface_hub import scan_cache_dir, try_to_load_from_cache
+
+    main, newer = "a" * 40, "f" * 40
+    other = {**BASE_CONFIG, "architectures": ["LlamaForCausalLM"], "hidden_size": 128}
+    hf = tmp_path / "hf"
+    base_repo = hub_cache(hf, "org/base", {main: BASE_CONFIG, newer: other}, main)
+    hub_cache(hf, "org/base-instruct", {main: INSTRUCT_CONFIG}, main)
+    seen = {r.repo_id: sorted(x.commit_hash for x in r.revisions) for r in scan_cache_dir(hf / "hub").repos}
+    assert seen == {"org/base": [main, newer], "org/base-instruct": [main]}  # a cache huggingface_hub reads
+    assert try_to_load_from_cache("org/base", "config.json", cache_dir=hf / "hub") == str(
+        base_repo / "snapshots" / main / "config.json"
+    )
+    with StandInGrader(default=clean_answer) as server:
+        campaign, cell, cdir = judged_cell(
+            tmp_path,
+            server.base_url,
+            train_file=OWN_DATA,
+            final_config=BASE_CONFIG,
+            site={"hf_home": str(hf), "hf_cache_mode": "ro"},
+            models=[{"name": "m1", "repo_id": "org/base"}],
+            instruct_variants={"m1": ["org/base-instruct"]},
+        )
+        record = judge(campaign, cell, cdir)
+        assert base_architecture(campaign, "m1") == "Qwen3ForCausalLM"
+        assert record["verdict"] == "clean", record["judge"].get("error")
+        base_digest = hashlib.sha256(json.dumps(BASE_CONFIG, sort_keys=True).encode()).hexdigest()
+        assert record["inputs"]["base_model_config"] == base_digest
+        # without refs/main huggingface_hub loads nothing offline: the plan says so, and the
+        # judge finds no base config either (it took the first snapshot it saw)
+        (base_repo / "refs" / "main").unlink()
+        assert "model org/base" in missing_data(campaign)
+        assert judge(campaign, cell, cdir)["inputs"]["base_model_config"] is None

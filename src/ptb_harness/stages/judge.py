@@ -20,6 +20,7 @@ from typing import Any
 
 from ptb_harness.campaign.agents import allowed_env_names
 from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.scoring import base_config_json, model_config_json, read_model_config
 from ptb_harness.core.cell_files import AGENT_FILES, AGENT_FILES_RECORD
 from ptb_harness.core.records import atomic_write_json, read_json_dict
 from ptb_harness.graders.judge import (
@@ -100,23 +101,6 @@ def _json_records(text: str) -> list:
     return data if isinstance(data, list) else [data]
 
 
-def _config_of(ref: str, workdir: Path, hf_home: str | None) -> dict | None:
-    """config.json of a local model dir or of a repo id in the HF cache (refs/main first)."""
-    local = (workdir / ref) if not Path(ref).is_absolute() else Path(ref)
-    if (local / "config.json").is_file():
-        return read_json_dict(local / "config.json")
-    if not hf_home or ref.count("/") != 1:
-        return None
-    repo = Path(hf_home) / "hub" / f"models--{ref.replace('/', '--')}"
-    ref_main = repo / "refs" / "main"
-    snaps = [repo / "snapshots" / ref_main.read_text().strip()] if ref_main.is_file() else []
-    snaps += sorted((repo / "snapshots").glob("*")) if (repo / "snapshots").is_dir() else []
-    for snap in snaps:
-        if (snap / "config.json").is_file():
-            return read_json_dict(snap / "config.json")
-    return None
-
-
 def _agent_files(cell_dir: Path) -> tuple[list[tuple[str, str]], dict]:
     record = read_json_dict(cell_dir / AGENT_FILES_RECORD)
     if record is None:
@@ -189,12 +173,12 @@ def run_judge(
         final_cfg_path = final_model / "config.json"
         final_cfg = read_json_dict(final_cfg_path)
         inputs["final_model_config"] = _sha256(final_cfg_path.read_bytes()) if final_cfg is not None else None
-        base = campaign.models[cell.model]
-        base_cfg = _config_of(base.source, campaign.workdir, hf_home)
+        # the plan's reader (campaign.scoring): the snapshot huggingface_hub loads offline
+        base_cfg = read_model_config(base_config_json(campaign, cell.model))
         inputs["base_model_config"] = _sha256(json.dumps(base_cfg, sort_keys=True).encode()) if base_cfg else None
         instruct = {}
         for ref in cfg.instruct_variants.get(cell.model, []):
-            ref_cfg = _config_of(ref, campaign.workdir, hf_home)
+            ref_cfg = read_model_config(model_config_json(campaign, ref))
             if ref_cfg is None:
                 raise JudgeInputError(f"judge.instruct_variants.{cell.model}: no config.json for {ref} (prefetch it)")
             instruct[ref] = ref_cfg
