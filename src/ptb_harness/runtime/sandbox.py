@@ -57,6 +57,52 @@ SANDBOX_HOSTNAME = "ptb-sandbox"
 HF_VARS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE")
 
 
+#: Where a bwrap sandbox sees the endpoint forwarder and the endpoints' host sockets.
+SANDBOX_RUN_DIR = "/run/ptb"
+#: The forwarder (stdlib only): TCP 127.0.0.1:<port> -> a Unix socket, then the command.
+FORWARDER = Path(__file__).with_name("forward.py")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Inside the sandbox, TCP ``127.0.0.1:<port>`` reaches the Unix socket ``host_socket``
+    that a harness process listens on outside it (e.g. the cell's LLM gateway).
+
+    Under bwrap the socket is bound into the sandbox and a forwarder started inside, in
+    the sandbox's own network namespace, listens on the port (with ``site.network``
+    internet and none alike): the host's loopback stays out of reach. Under runtime none
+    (and apptainer, which shares the host's network) the forwarder listens on the host's
+    127.0.0.1:<port>, which must then be free. The socket must be listening when the
+    launch runs."""
+
+    host_socket: Path
+    port: int
+
+    def __post_init__(self) -> None:
+        if not 0 < self.port < 65536:
+            raise ValueError(f"endpoint port {self.port}: not a TCP port")
+        if not Path(self.host_socket).is_absolute():
+            raise ValueError(f"endpoint socket {self.host_socket}: not an absolute path")
+
+    def inside_socket(self) -> str:
+        return f"{SANDBOX_RUN_DIR}/endpoint-{self.port}.sock"
+
+
+def forwarding(endpoints: Sequence[Endpoint], command: Sequence[str], forwarder: str, *, inside: bool) -> list[str]:
+    """``command`` behind the forwarder of ``endpoints`` (its path and the sockets' as the
+    forwarder sees them: inside the sandbox, or on the host); ``command`` itself without
+    endpoints."""
+    if not endpoints:
+        return list(command)
+    ports = [e.port for e in endpoints]
+    if len(set(ports)) != len(ports):
+        raise ValueError(f"endpoints: port given twice in {ports}")
+    argv = [sys.executable, "-I", "-S", forwarder]
+    for e in endpoints:
+        argv += ["--listen", f"{e.port}={e.inside_socket() if inside else e.host_socket}"]
+    return [*argv, "--", *command]
+
+
 @dataclass(frozen=True)
 class LaunchRequest:
     """What a stage asks of the sandbox: run ``command`` (paths as seen inside) as
@@ -76,6 +122,8 @@ class LaunchRequest:
     #: the HF home the sandbox sees (see ptb_harness.runtime.hf_cache), and whether read-only
     hf_home_host: Path | None = None
     hf_read_only: bool = False
+    #: host Unix sockets the process reaches as TCP 127.0.0.1:<port> (see Endpoint)
+    endpoints: Sequence[Endpoint] = ()
 
 
 @dataclass(frozen=True)
@@ -201,7 +249,8 @@ class Sandbox:
                 dirs.insert(0, str(prefix / "node_modules" / ".bin"))
             inner["PATH"] = os.pathsep.join(dirs)
             if self.runtime == "none":
-                return Launch(list(r.command), inner, r.job_home / r.workdir, sorted(inner))
+                argv = forwarding(r.endpoints, r.command, str(FORWARDER), inside=False)
+                return Launch(argv, inner, r.job_home / r.workdir, sorted(inner))
             extra = [Bind(prefix, str(prefix), read_only=True)] if prefix is not None and prefix.is_dir() else []
             return self._bwrap(r, inner, extra)
         return self._apptainer(r, inner, visible)
@@ -223,6 +272,8 @@ class Sandbox:
         for b in [Bind(r.job_tmp, "/tmp"), *self._shared_binds(r)]:
             argv += ["--bind", b.arg()]
         argv += [image, *r.command]
+        # apptainer shares the host's network: its endpoints are on the host's loopback
+        argv = forwarding(r.endpoints, argv, str(FORWARDER), inside=False)
         # the apptainer process's own environment: PATH to find apptainer, the GPU list
         # for --nvccli, and every sandbox variable as APPTAINERENV_<NAME>
         env = {"PATH": self.host_env.get("PATH", os.defpath)}
@@ -258,23 +309,22 @@ class Sandbox:
         (so no process of the agent outlives its solve)."""
         home = self.settings.sandbox_home
         exe = self.bwrap_executable()
-        argv = [exe, *bwrap_isolation(bwrap_version(exe))]
-        for d in BWRAP_SYSTEM:
-            p = Path(d)
-            if p.is_symlink():
-                argv += ["--symlink", os.readlink(p), d]
-            elif p.is_dir():
-                argv += ["--ro-bind", d, d]
-        for name in BWRAP_ETC:
-            argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        # the interpreter `python` names (a venv and its base), read-only, where they are
-        for prefix in dict.fromkeys((sys.base_prefix, sys.prefix)):
-            if not any(prefix == d or prefix.startswith(d + "/") for d in BWRAP_SYSTEM):
-                argv += ["--ro-bind", prefix, prefix]
+        argv = [exe, *bwrap_isolation(bwrap_version(exe)), *_bwrap_system()]
+        argv += self._bwrap_proc_dev()
+        argv += ["--bind", str(r.job_home), home, "--bind", str(r.job_tmp), "/tmp"]
+        argv += _bwrap_binds([*self._shared_binds(r), *extra])
+        argv += _bwrap_endpoint_binds(r.endpoints)
+        command = forwarding(r.endpoints, r.command, f"{SANDBOX_RUN_DIR}/forward.py", inside=True)
+        argv += ["--remount-ro", "/", "--chdir", f"{home}/{r.workdir}", *command]
+        # bwrap's own environment is the sandbox's: its children inherit exactly it
+        return Launch(argv, inner, r.job_home, sorted(inner))
+
+    def _bwrap_proc_dev(self) -> list[str]:
+        """/proc (its sysctls read-only), /dev with its own /dev/shm, the GPU device files."""
         # /proc/sys read-only: as the host's root the agent's uid owns its files (0644 root),
         # and bwrap covers /proc/sys only where access(W_OK) on the directory (0555) says it
         # is writable, so kernel.core_pattern and the rest would stay writable to it
-        argv += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+        argv = ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
         if self.settings.shm_bytes:
             # a sized /dev/shm of its own: bwrap's /dev tmpfs would take half of RAM
             argv += ["--perms", "1777", "--size", str(self.settings.shm_bytes), "--tmpfs", "/dev/shm"]
@@ -282,12 +332,42 @@ class Sandbox:
             # every card's device file, as apptainer --nv without --nvccli:
             # CUDA_VISIBLE_DEVICES names the cell's cards
             argv += ["--dev-bind", str(dev), str(dev)]
-        argv += ["--bind", str(r.job_home), home, "--bind", str(r.job_tmp), "/tmp"]
-        for b in [*self._shared_binds(r), *extra]:
-            argv += ["--ro-bind" if b.read_only else "--bind", str(b.src), b.dst]
-        argv += ["--remount-ro", "/", "--chdir", f"{home}/{r.workdir}", *r.command]
-        # bwrap's own environment is the sandbox's: its children inherit exactly it
-        return Launch(argv, inner, r.job_home, sorted(inner))
+        return argv
+
+
+def _bwrap_system() -> list[str]:
+    """The system directories, the few files of /etc, and the interpreter, read-only."""
+    argv = []
+    for d in BWRAP_SYSTEM:
+        p = Path(d)
+        if p.is_symlink():
+            argv += ["--symlink", os.readlink(p), d]
+        elif p.is_dir():
+            argv += ["--ro-bind", d, d]
+    for name in BWRAP_ETC:
+        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    # the interpreter `python` names (a venv and its base), read-only, where they are
+    for prefix in dict.fromkeys((sys.base_prefix, sys.prefix)):
+        if not any(prefix == d or prefix.startswith(d + "/") for d in BWRAP_SYSTEM):
+            argv += ["--ro-bind", prefix, prefix]
+    return argv
+
+
+def _bwrap_binds(binds: Sequence[Bind]) -> list[str]:
+    argv = []
+    for b in binds:
+        argv += ["--ro-bind" if b.read_only else "--bind", str(b.src), b.dst]
+    return argv
+
+
+def _bwrap_endpoint_binds(endpoints: Sequence[Endpoint]) -> list[str]:
+    """The forwarder and each endpoint's host socket, read-only (connecting needs no write)."""
+    if not endpoints:
+        return []
+    argv = ["--ro-bind", str(FORWARDER), f"{SANDBOX_RUN_DIR}/forward.py"]
+    for e in endpoints:
+        argv += ["--ro-bind", str(e.host_socket), e.inside_socket()]
+    return argv
 
 
 def bwrap_isolation(version: tuple[int, ...]) -> list[str]:
