@@ -29,10 +29,12 @@ if ! command -v npm >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" 
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm) >/dev/null \
         || echo "setup: could not install nodejs/npm (only the agent CLIs need them)" >&2
 fi
-# bubblewrap: the isolating sandbox runtime (site.runtime: bwrap) and its tests
-if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap) >/dev/null \
-        || echo "setup: could not install bubblewrap (only site.runtime: bwrap needs it)" >&2
+# bubblewrap: the isolating sandbox runtime (site.runtime: bwrap) and its tests; slirp4netns
+# and iproute2 (ip): its network (site.network: internet)
+if ! (command -v bwrap && command -v slirp4netns && command -v ip) >/dev/null && command -v apt-get >/dev/null \
+    && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap slirp4netns iproute2) \
+        >/dev/null || echo "setup: could not install bubblewrap, slirp4netns, iproute2 (only site.runtime: bwrap needs them)" >&2
 fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
@@ -95,9 +96,9 @@ def check_bwrap(site: Site, host_env: Mapping[str, str]) -> Check:
     return Check("runtime", True, f"bwrap at {exe} (bubblewrap {version}): makes its own user namespace")
 
 
-def _probe_sandbox(site: Site, host_env: Mapping[str, str]) -> dict | str:
+def _probe_sandbox(site: Site, host_env: Mapping[str, str], targets: list[str]) -> dict | str:
     """Start a real sandbox of the site and run the probe in it (its privileges,
-    namespaces, limits); the probe's answer, or why there is none."""
+    namespaces, limits, what of ``targets`` it reaches); its answer, or why there is none."""
     from ptb_harness.runtime import sandbox_probe
     from ptb_harness.runtime.sandbox import LaunchRequest, Sandbox
 
@@ -106,7 +107,7 @@ def _probe_sandbox(site: Site, host_env: Mapping[str, str]) -> dict | str:
         (home / "task").mkdir(parents=True)
         tmp.mkdir()
         source = Path(sandbox_probe.__file__).read_text()
-        command = ["python", "-I", "-S", "-c", source]
+        command = ["python", "-I", "-S", "-c", source, *targets]
         request = LaunchRequest(role="agent", command=command, job_home=home, job_tmp=tmp, workdir="task", env={})
         launch = Sandbox(site.runtime, host_env).launch(request)
         try:
@@ -122,7 +123,7 @@ def _probe_sandbox(site: Site, host_env: Mapping[str, str]) -> dict | str:
 
 
 #: namespaces the bwrap sandbox must not share with the host (cgroup: where the kernel has them)
-REQUIRED_OWN = ("user", "mnt", "pid", "ipc", "uts")
+REQUIRED_OWN = ("user", "mnt", "pid", "ipc", "uts", "net")
 
 
 def check_sandbox_privileges(inside: dict) -> Check:
@@ -158,18 +159,42 @@ def check_sandbox_limits(inside: dict) -> Check:
     return Check("sandbox limits", True, f"rlimits: {limits}; cgroup {' '.join(cgroups)}")
 
 
+def check_sandbox_network(inside: dict, site: Site, host_addresses: list[str]) -> Check:
+    """What the sandbox reached of a service the doctor ran on the host's 0.0.0.0: nothing,
+    by its loopback, slirp's alias of the host (10.0.2.2) or the host's own addresses."""
+    reached = [t for t, result in inside["connect"].items() if result == "reached"]
+    network = site.runtime.network
+    how = "through slirp4netns (the internet, not tried here)" if network == "internet" else "loopback only"
+    verdict = f"REACHED at {', '.join(reached)}" if reached else "unreachable"
+    detail = (
+        f"{network}: own namespace, {how}; a host service on 0.0.0.0 tried at 127.0.0.1, 10.0.2.2 and the host's "
+        f"{', '.join(host_addresses) or 'no other address'}: {verdict}"
+    )
+    return Check("sandbox network", not reached, detail, "report this: the host must be out of the sandbox's reach")
+
+
 def check_sandbox(site: Site, host_env: Mapping[str, str] | None = None) -> list[Check]:
-    """A real sandbox of the site, from the inside (bwrap): its privileges, namespaces and
-    limits against the host's. Nothing for the other runtimes."""
+    """A real sandbox of the site, from the inside (bwrap): its privileges, namespaces,
+    network and limits against the host's. Nothing for the other runtimes."""
     if site.runtime.runtime != "bwrap" or not check_bwrap(site, host_env or os.environ).ok:
         return []
     from ptb_harness.runtime.sandbox_probe import probe
+    from ptb_harness.runtime.slirp import host_addresses
 
-    inside = _probe_sandbox(site, os.environ if host_env is None else host_env)
+    addresses = [a.split("/")[0] for a in host_addresses(Path("/proc/net/fib_trie").read_text())]
+    with socket.create_server(("0.0.0.0", 0)) as service:  # never accepted: a connect that reaches it succeeds
+        port = service.getsockname()[1]
+        targets = [f"{a}:{port}" for a in ("127.0.0.1", "10.0.2.2", *addresses)]
+        inside = _probe_sandbox(site, os.environ if host_env is None else host_env, targets)
     if isinstance(inside, str):
         return [Check("sandbox", False, f"the probe did not run in a real sandbox: {inside}")]
     host = probe()
-    return [check_sandbox_privileges(inside), check_sandbox_namespaces(inside, host), check_sandbox_limits(inside)]
+    return [
+        check_sandbox_privileges(inside),
+        check_sandbox_namespaces(inside, host),
+        check_sandbox_network(inside, site, addresses),
+        check_sandbox_limits(inside),
+    ]
 
 
 def check_images(site: Site) -> list[Check]:

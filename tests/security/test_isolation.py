@@ -9,16 +9,22 @@ only) most succeed, and the tests assert what really happens there, so the READM
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import socket
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 from conftest import campaign_config, make_workdir, write_agent, write_config, write_task
 from conftest import cell_dir as _cell_dir
 from hostile import harness_run, ptb, write_profile
+
+from ptb_harness.runtime import slirp
 
 pytestmark = pytest.mark.slow
 
@@ -98,10 +104,105 @@ PY
 unshare --user true 2>/dev/null && echo "NESTED_USERNS allowed" || echo "NESTED_USERNS refused"
 """
 
+#: what of the network it reaches: the targets are filled in when the services are up
+NET_REACH = r"""
+python - <<'PY'
+import errno, socket
+for target in TARGETS:
+    host, port = target.rsplit(":", 1)
+    s = socket.socket()
+    s.settimeout(10)
+    try:
+        s.connect((host, int(port)))
+        print("NET", target, "REACHED", s.recv(100).decode())
+    except OSError as e:
+        print("NET", target, errno.errorcode.get(e.errno, str(e)))
+PY
+"""
+
 ATTEMPTS = {
     "escape_by_handle": W + ESCAPE_BY_HANDLE + MODEL % "0.35",
     "privileges": PRIVILEGES + MODEL % "0.45",
+    "net_reach": NET_REACH + MODEL % "0.55",
 }
+
+
+def banner_server(sock: socket.socket, banner: bytes) -> None:
+    """Answer every connection with ``banner`` (a thread of this test, until sock closes)."""
+
+    def serve():
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            conn.sendall(banner)
+            conn.close()
+
+    sock.listen(16)
+    threading.Thread(target=serve, daemon=True).start()
+
+
+def sh(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+
+
+#: the stand-in for "outside": a server in a second network namespace this test makes
+OUTSIDE_SERVER = """
+import socket, sys
+s = socket.create_server(("0.0.0.0", 0)); print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept(); c.sendall(b"OUTSIDE-STAND-IN"); c.close()
+"""
+
+
+@pytest.fixture(scope="module")
+def network_targets():
+    """Services the agents try to reach: on the host's 127.0.0.1, on the host's 0.0.0.0 (so
+    at its own addresses), and a STAND-IN for an address outside: a network namespace made
+    here (`ip netns add` + a veth pair, 10.231.N.0/30) with a server in it, reached from
+    the host by its route, as the internet would be. Root only (CI runs as root); the test
+    removes only the namespace and server it made."""
+    if not ROOT:
+        pytest.skip("making the stand-in network namespace needs root")
+    n = os.getpid() % 250
+    ns, host_if, out_if = f"ptb-outside-{os.getpid()}", f"ptbh{os.getpid() % 100000}", f"ptbo{os.getpid() % 100000}"
+    inner, outer = f"10.231.{n}.2", f"10.231.{n}.1"
+    loopback = socket.socket()
+    loopback.bind(("127.0.0.1", 0))
+    banner_server(loopback, b"HOST-LOOPBACK")
+    anywhere = socket.socket()
+    anywhere.bind(("0.0.0.0", 0))
+    banner_server(anywhere, b"HOST-ANY")
+    server = None
+    try:
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", out_if)
+        sh("ip", "link", "set", out_if, "netns", ns)
+        sh("ip", "addr", "add", f"{outer}/30", "dev", host_if)
+        sh("ip", "link", "set", host_if, "up")
+        sh("ip", "-n", ns, "addr", "add", f"{inner}/30", "dev", out_if)
+        sh("ip", "-n", ns, "link", "set", out_if, "up")
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", ns, sys.executable, "-c", OUTSIDE_SERVER], stdout=subprocess.PIPE, text=True
+        )
+        port = int(server.stdout.readline())
+        own = [a.split("/")[0] for a in slirp.host_addresses(Path("/proc/net/fib_trie").read_text())]
+        assert outer in own
+        yield {
+            "loopback": f"127.0.0.1:{loopback.getsockname()[1]}",
+            "alias": f"10.0.2.2:{loopback.getsockname()[1]}",
+            "own": [f"{a}:{anywhere.getsockname()[1]}" for a in own],
+            "outside": f"{inner}:{port}",
+        }
+    finally:
+        if server is not None:
+            server.kill()  # the stand-in's server, started above
+            server.wait()
+        with contextlib.suppress(subprocess.CalledProcessError):
+            sh("ip", "netns", "del", ns)  # its veth end goes with it, and so the pair
+        loopback.close()
+        anywhere.close()
 
 
 def cell_dir(workdir: Path, agent: str) -> Path:
@@ -123,13 +224,15 @@ def said(workdir: Path, agent: str, key: str) -> list[str]:
 
 
 @pytest.fixture(scope="module", params=["bwrap", "none"])
-def walls(request, tmp_path_factory):
+def walls(request, tmp_path_factory, network_targets):
     runtime = request.param
     root = tmp_path_factory.mktemp(f"walls-{runtime}")
     workdir = make_workdir(root / "campaign")
     write_task(workdir, "fake", SCORER, ONE_ATTEMPT)
+    t = network_targets
+    targets = [t["loopback"], *([t["alias"]] if runtime == "bwrap" else []), *t["own"], t["outside"]]
     for name, body in ATTEMPTS.items():
-        write_agent(workdir, name, body)
+        write_agent(workdir, name, body.replace("TARGETS", repr(targets)))
     (workdir / "host_file.txt").write_text(HOST_FILE)
     write_config(workdir, campaign_config(agents=list(ATTEMPTS), hours=[float(HOURS)]))
     profile = write_profile(root, runtime=runtime, solve_resources={"cpus": 1}, evaluate_resources={"cpus": 1})
@@ -144,6 +247,22 @@ def test_every_attempt_is_scored_honestly_on_its_model(walls):
     _runtime, _workdir, outcomes = walls
     assert outcomes["escape_by_handle"] == ("scored", "accuracy 0.35"), outcomes
     assert outcomes["privileges"] == ("scored", "accuracy 0.45"), outcomes
+    assert outcomes["net_reach"] == ("scored", "accuracy 0.55"), outcomes
+
+
+def test_the_host_is_out_of_reach_and_outside_is_not(walls, network_targets):
+    runtime, workdir, _ = walls
+    t = network_targets
+    seen = dict(line.split(" ", 1) for line in said(workdir, "net_reach", "NET"))
+    assert seen[t["outside"]] == "REACHED OUTSIDE-STAND-IN", seen  # through slirp4netns, under bwrap
+    if runtime == "bwrap":
+        assert seen[t["loopback"]] == "ECONNREFUSED"  # its own loopback, where nothing listens
+        assert seen[t["alias"]] == "ENETUNREACH"  # slirp's alias of the host: --disable-host-loopback
+        assert {seen[own] for own in t["own"]} == {"EACCES"}, seen  # the prohibit routes
+    else:
+        # runtime none: the host's own network, every service of the host reachable
+        assert seen[t["loopback"]] == "REACHED HOST-LOOPBACK"
+        assert {seen[own] for own in t["own"]} == {"REACHED HOST-ANY"}, seen
 
 
 def test_open_by_handle_at_escape(walls):

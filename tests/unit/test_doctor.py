@@ -146,12 +146,14 @@ def test_doctor_command_passes_for_local_and_fails_for_an_apptainer_site(tmp_pat
 
 def test_doctor_starts_a_real_bwrap_sandbox_and_reports_it_from_inside():
     checks = {c.name: c for c in check_sandbox(typed({**SITE, "runtime": "bwrap", "bwrap": "bwrap"}))}
-    assert set(checks) == {"sandbox privileges", "sandbox namespaces", "sandbox limits"}
+    assert set(checks) == {"sandbox privileges", "sandbox namespaces", "sandbox network", "sandbox limits"}
     assert all(c.ok for c in checks.values()), [c.line() for c in checks.values()]
     privileges = checks["sandbox privileges"].detail
     assert "CapEff 0000000000000000" in privileges and "NoNewPrivs 1" in privileges
     assert "/proc/sys read-only" in privileges and "nested user namespaces: refused" in privileges
-    assert "own user, mnt, pid, ipc, uts" in checks["sandbox namespaces"].detail
+    assert "own user, mnt, pid, ipc, uts, cgroup, net" in checks["sandbox namespaces"].detail
+    network = checks["sandbox network"].detail
+    assert network.startswith("internet: own namespace, through slirp4netns") and network.endswith(": unreachable")
     assert "host name ptb-sandbox" in checks["sandbox namespaces"].detail
     assert "open files" in checks["sandbox limits"].detail
     # a sandbox that kept a capability, or shared the host's PID namespace, fails its line

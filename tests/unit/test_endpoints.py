@@ -145,3 +145,45 @@ def test_endpoints_are_checked_and_without_any_the_command_runs_as_given():
         Endpoint(Path("a.sock"), 80)
     pairs, command = forward.parse(["--listen", "80=/a.sock", "--listen", "81=/b.sock", "--", "bash", "-c", "x"])
     assert pairs == [(80, "/a.sock"), (81, "/b.sock")] and command == ["bash", "-c", "x"]
+
+
+WAIT_FOR_GO = r"""
+import os, socket, sys, time
+port = int(sys.argv[1])
+c = socket.create_connection(("127.0.0.1", port), timeout=30)
+c.sendall(b"inside"); c.shutdown(socket.SHUT_WR)
+print("GOT", c.recv(100).decode(), flush=True)
+while not os.path.exists("/tmp/go"):  # the host binds the same port meanwhile
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("network", ["internet", "none"])
+def test_under_bwrap_the_port_is_the_sandboxs_own_not_the_hosts(tmp_path, echo, network):
+    port = free_port()
+    home, tmp = tmp_path / "job/home", tmp_path / "job/tmp"
+    (home / "task").mkdir(parents=True)
+    tmp.mkdir()
+    settings = campaign_with_defaults({"site": {"runtime": "bwrap", "network": network}}).settings.site.runtime
+    request = LaunchRequest(
+        role="agent",
+        command=["python", "-c", WAIT_FOR_GO, str(port)],
+        job_home=home,
+        job_tmp=tmp,
+        workdir="task",
+        env={},
+        endpoints=[Endpoint(echo.path, port)],
+    )
+    launch = Sandbox(settings, {"PATH": os.environ["PATH"]}).launch(request)
+    proc = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "GOT echo:inside"
+        # while the sandbox listens on 127.0.0.1:<port>, the host's 127.0.0.1:<port> is free
+        with socket.socket() as host_side:
+            host_side.bind(("127.0.0.1", port))
+        (tmp / "go").touch()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # the launch this test started
+            proc.wait()

@@ -61,6 +61,13 @@ HF_VARS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACH
 SANDBOX_RUN_DIR = "/run/ptb"
 #: The forwarder (stdlib only): TCP 127.0.0.1:<port> -> a Unix socket, then the command.
 FORWARDER = Path(__file__).with_name("forward.py")
+#: The launcher of a bwrap sandbox with site.network internet (slirp4netns), and the
+#: resolv.conf it sees (slirp's DNS forwarder)
+SLIRP_LAUNCHER = Path(__file__).with_name("slirp.py")
+SLIRP_RESOLV_CONF = Path(__file__).with_name("slirp_resolv.conf")
+#: what site.network internet runs on the host: the user-mode network, and the tools that
+#: route the host's addresses away inside the sandbox's namespace
+NETWORK_TOOLS = {"slirp4netns": "slirp4netns", "nsenter": "util-linux", "ip": "iproute2"}
 
 
 @dataclass(frozen=True)
@@ -293,9 +300,30 @@ class Sandbox:
 
     def check_host(self) -> None:
         """Raise the one config error that stops a run before any cell starts when this
-        host cannot make the site's sandbox (bwrap missing, or user namespaces refused)."""
+        host cannot make the site's sandbox (bwrap or its network's tools missing, user
+        namespaces refused, a network the runtime cannot give)."""
         if self.runtime == "bwrap":
             check_userns(self.bwrap_executable())
+            self.network_tools()
+        elif self.settings.network == "none":
+            raise ConfigError(
+                f"site.network: none needs site.runtime: bwrap (runtime {self.runtime} uses the host's network)"
+            )
+
+    def network_tools(self) -> list[str]:
+        """``--NAME PATH`` of each tool site.network internet needs; none for network none."""
+        if self.settings.network != "internet":
+            return []
+        path = self.host_env.get("PATH", os.defpath)
+        found = {name: shutil.which(name, path=path) for name in NETWORK_TOOLS}
+        missing = [name for name, exe in found.items() if exe is None]
+        if missing:
+            packages = " ".join(dict.fromkeys(NETWORK_TOOLS[n] for n in missing))
+            raise ConfigError(
+                f"site.network: internet needs {', '.join(missing)} on PATH "
+                f"(apt-get install -y {packages}), or set site.network: none"
+            )
+        return [arg for name, exe in found.items() for arg in (f"--{name}", str(exe))]
 
     def bwrap_executable(self) -> str:
         exe = shutil.which(self.settings.bwrap, path=self.host_env.get("PATH", os.defpath))
@@ -309,13 +337,17 @@ class Sandbox:
         (so no process of the agent outlives its solve)."""
         home = self.settings.sandbox_home
         exe = self.bwrap_executable()
-        argv = [exe, *bwrap_isolation(bwrap_version(exe)), *_bwrap_system()]
+        internet = self.settings.network == "internet"
+        argv = [exe, *bwrap_isolation(bwrap_version(exe)), *_bwrap_system(internet)]
         argv += self._bwrap_proc_dev()
         argv += ["--bind", str(r.job_home), home, "--bind", str(r.job_tmp), "/tmp"]
         argv += _bwrap_binds([*self._shared_binds(r), *extra])
         argv += _bwrap_endpoint_binds(r.endpoints)
         command = forwarding(r.endpoints, r.command, f"{SANDBOX_RUN_DIR}/forward.py", inside=True)
         argv += ["--remount-ro", "/", "--chdir", f"{home}/{r.workdir}", *command]
+        if internet:
+            # the launcher gives the sandbox's namespace its network before the command runs
+            argv = [sys.executable, "-I", "-S", str(SLIRP_LAUNCHER), *self.network_tools(), "--", *argv]
         # bwrap's own environment is the sandbox's: its children inherit exactly it
         return Launch(argv, inner, r.job_home, sorted(inner))
 
@@ -335,8 +367,10 @@ class Sandbox:
         return argv
 
 
-def _bwrap_system() -> list[str]:
-    """The system directories, the few files of /etc, and the interpreter, read-only."""
+def _bwrap_system(internet: bool) -> list[str]:
+    """The system directories, the few files of /etc, and the interpreter, read-only.
+    With the internet through slirp4netns the DNS server is slirp's (the host's resolver,
+    e.g. 127.0.0.53, is out of reach by design)."""
     argv = []
     for d in BWRAP_SYSTEM:
         p = Path(d)
@@ -345,7 +379,10 @@ def _bwrap_system() -> list[str]:
         elif p.is_dir():
             argv += ["--ro-bind", d, d]
     for name in BWRAP_ETC:
-        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        if internet and name == "resolv.conf":
+            argv += ["--ro-bind", str(SLIRP_RESOLV_CONF), "/etc/resolv.conf"]
+        else:
+            argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     # the interpreter `python` names (a venv and its base), read-only, where they are
     for prefix in dict.fromkeys((sys.base_prefix, sys.prefix)):
         if not any(prefix == d or prefix.startswith(d + "/") for d in BWRAP_SYSTEM):
@@ -374,11 +411,12 @@ def bwrap_isolation(version: tuple[int, ...]) -> list[str]:
     """bwrap's namespaces and privileges, for a bwrap of this version: a user namespace of
     its own with no capability (even when started by root), no nested user namespaces
     (``--disable-userns``, bwrap 0.8 and later: they would give the agent capabilities
-    over new namespaces), own PID, IPC, UTS (own host name) and cgroup namespaces, and a
+    over new namespaces), own PID, IPC, network (loopback up; site.network internet adds
+    slirp4netns from outside), UTS (own host name) and cgroup namespaces, and a
     new session (TIOCSTI cannot type into the harness's terminal). bwrap itself sets
     no_new_privs and mounts nosuid: a setuid binary gains nothing."""
     flags = ["--die-with-parent", "--unshare-user"]
     if version >= (0, 8):
         flags.append("--disable-userns")
-    flags += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", SANDBOX_HOSTNAME]
+    flags += ["--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--hostname", SANDBOX_HOSTNAME]
     return [*flags, "--unshare-cgroup-try", "--new-session", "--cap-drop", "ALL"]

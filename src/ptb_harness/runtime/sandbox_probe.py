@@ -2,15 +2,18 @@
 
 Stdlib only, and importing nothing of the harness: ``doctor`` runs this file's text with
 the sandbox's interpreter inside a real sandbox (``python -I -S -c``), where the harness's
-package is out of sight, and compares the answer with the host's (``probe()`` here).
+package is out of sight, and compares the answer with the host's (``probe()`` here). The
+arguments are HOST:PORT targets it tries to connect to.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import socket
+import sys
 
 NAMESPACES = ("user", "mnt", "pid", "ipc", "uts", "cgroup", "net")
 STATUS_FIELDS = ("CapEff", "CapPrm", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp")
@@ -64,7 +67,21 @@ def _proc_sys_writable() -> bool:
     return True
 
 
-def probe() -> dict:
+def _connect(target: str) -> str:
+    """'reached' or the errno name of a TCP connect to HOST:PORT (10 s at most)."""
+    host, port = target.rsplit(":", 1)
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    s.settimeout(10)
+    try:
+        s.connect((host, int(port)))
+        return "reached"
+    except OSError as e:
+        return errno.errorcode.get(e.errno or 0, str(e))
+    finally:
+        s.close()
+
+
+def probe(targets: list[str] | tuple[str, ...] = ()) -> dict:
     ns = {}
     for name in NAMESPACES:
         try:
@@ -80,8 +97,9 @@ def probe() -> dict:
         "cgroup": open("/proc/self/cgroup").read().strip().splitlines(),
         "nested_userns": _nested_userns(),
         "proc_sys_writable": _proc_sys_writable(),
+        "connect": {t: _connect(t) for t in targets},
     }
 
 
 if __name__ == "__main__":
-    print(json.dumps(probe()))
+    print(json.dumps(probe(sys.argv[1:])))

@@ -41,6 +41,9 @@ class RuntimeSettings:
     agent_cli_prefix: str | None = None
     #: the size of a bwrap sandbox's own /dev/shm (a tmpfs); None = bwrap's /dev tmpfs
     shm_bytes: int | None = None
+    #: a bwrap sandbox's network (site.network): ``internet`` (its own namespace through
+    #: slirp4netns, the host unreachable) or ``none`` (its own namespace, loopback only)
+    network: str = "internet"
 
     def image(self, role: Role) -> str | None:
         return self.agent_image if role == "agent" else self.scorer_image
