@@ -2,10 +2,11 @@
 # Claude Code (npm @anthropic-ai/claude-code, pinned in agents/cli; `ptb-harness
 # setup-agents` puts `claude` on PATH) run headless: its stream-json events on stdout are
 # the trace, every tool is allowed inside the sandbox, the model is the campaign entry's.
-# The key comes by name only (api_keys.json): ANTHROPIC_API_KEY, or ANTHROPIC_AUTH_TOKEN
-# for an Anthropic-compatible provider (entry env: ANTHROPIC_BASE_URL). It goes into a
-# file Claude Code reads through its apiKeyHelper, removed when this script ends, and
-# out of the environment, so tool commands do not see it. Never printed.
+# The CLI talks only to the cell's LLM gateway (PTB_LLM_BASE_URL, outside the sandbox),
+# with the cell's token (PTB_LLM_TOKEN) as its key: the real key (api_keys.json:
+# ANTHROPIC_API_KEY, or ANTHROPIC_AUTH_TOKEN for an Anthropic-compatible provider, whose
+# URL in the entry's ANTHROPIC_BASE_URL is the gateway's upstream) never enters the
+# sandbox. The token goes into a file Claude Code reads through its apiKeyHelper.
 # On a resume (entry `reprompt: true`; the harness sets PTB_RESUME and
 # PTB_RESUME_MESSAGE) the same session continues (`claude --continue`).
 set -uo pipefail
@@ -31,9 +32,10 @@ stop() {
 }
 trap 'rm -f "$key_file"' EXIT
 trap 'stop; exit 143' TERM INT HUP
-# printf is a builtin: the key is in no command line
-(umask 077 && printf '%s' "${ANTHROPIC_API_KEY:-${ANTHROPIC_AUTH_TOKEN:-}}" >"$key_file")
+# printf is a builtin: the token is in no command line
+(umask 077 && printf '%s' "${PTB_LLM_TOKEN:-}" >"$key_file")
 unset ANTHROPIC_API_KEY ANTHROPIC_AUTH_TOKEN
+export ANTHROPIC_BASE_URL="${PTB_LLM_BASE_URL:-}"
 cat >"$HOME/.claude/settings.json" <<'JSON'
 {
   "apiKeyHelper": "cat \"$HOME/.claude/.api-key\"",

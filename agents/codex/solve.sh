@@ -2,10 +2,10 @@
 # Codex (npm @openai/codex, pinned in agents/cli; `ptb-harness setup-agents` puts `codex`
 # on PATH) run headless: `codex exec --json` events on stdout are the trace, no approvals
 # and no inner sandbox (the harness's sandbox is the fence), the model is the campaign
-# entry's. The key comes by name only (api_keys.json: OPENAI_API_KEY) and goes into the
-# CLI's config file (the provider's bearer token), removed when this script ends, and out
-# of the environment, so tool commands do not see it; never printed. The provider's URL
-# is OPENAI_BASE_URL (entry env), default OpenAI's.
+# entry's. The CLI talks only to the cell's LLM gateway (PTB_LLM_BASE_URL, outside the
+# sandbox) with the cell's token (PTB_LLM_TOKEN) as its bearer token in its config: the
+# real key (api_keys.json: OPENAI_API_KEY) never enters the sandbox. The provider's URL
+# (entry env OPENAI_BASE_URL, default OpenAI's) is the gateway's upstream.
 # On a resume (entry `reprompt: true`; the harness sets PTB_RESUME and
 # PTB_RESUME_MESSAGE) the same session continues (`codex exec resume --last`).
 set -uo pipefail
@@ -34,8 +34,8 @@ check_for_update_on_startup = false
 
 [model_providers.ptb]
 name = "ptb"
-base_url = $(toml_string "${OPENAI_BASE_URL:-https://api.openai.com/v1}")
-experimental_bearer_token = $(toml_string "${OPENAI_API_KEY:-}")
+base_url = $(toml_string "${PTB_LLM_BASE_URL:-}")
+experimental_bearer_token = $(toml_string "${PTB_LLM_TOKEN:-}")
 wire_api = "responses"
 
 # tool commands see the whole environment (the key is not in it; excluded by name as

@@ -2,11 +2,11 @@
 # Gemini CLI (npm @google/gemini-cli, pinned in agents/cli; `ptb-harness setup-agents`
 # puts `gemini` on PATH) run headless: its stream-json events on stdout are the trace,
 # every tool is allowed (--yolo) inside the sandbox, the model is the campaign entry's.
-# The key comes by name only (api_keys.json: GEMINI_API_KEY) and goes into the CLI's own
-# credential store, its encrypted-file form ($HOME/.gemini/gemini-credentials.json, as
-# Gemini CLI writes it when no keychain is there), so neither the CLI's environment nor its
-# tool commands hold it; the file is removed when this script ends; never printed.
-# Another endpoint: entry env GOOGLE_GEMINI_BASE_URL. On a resume (entry `reprompt: true`;
+# The CLI talks only to the cell's LLM gateway (PTB_LLM_BASE_URL, outside the sandbox)
+# with the cell's token (PTB_LLM_TOKEN) as its key, in the CLI's own credential store
+# (its encrypted-file form, $HOME/.gemini/gemini-credentials.json, as Gemini CLI writes it
+# when no keychain is there): the real key (api_keys.json: GEMINI_API_KEY) never enters the
+# sandbox. Another endpoint: entry env GOOGLE_GEMINI_BASE_URL (the gateway's upstream). On a resume (entry `reprompt: true`;
 # the harness sets PTB_RESUME and PTB_RESUME_MESSAGE) the latest session continues.
 set -uo pipefail
 
@@ -24,7 +24,7 @@ trap 'stop; exit 143' TERM INT HUP
 # "<host>-<user>-gemini-cli"), "iv:tag:ciphertext" in hex, holding the API-key entry. The
 # key reaches node on stdin (printf is a builtin): it is in no command line.
 export GEMINI_FORCE_FILE_STORAGE=true
-printf '%s' "${GEMINI_API_KEY:-}" | node -e '
+printf '%s' "${PTB_LLM_TOKEN:-}" | node -e '
 const crypto = require("crypto"), fs = require("fs"), os = require("os");
 const apiKey = fs.readFileSync(0, "utf8");
 const salt = `${os.hostname()}-${os.userInfo().username}-gemini-cli`;
@@ -37,6 +37,7 @@ const data = cipher.update(JSON.stringify(store), "utf8", "hex") + cipher.final(
 fs.writeFileSync(process.argv[1], [iv.toString("hex"), cipher.getAuthTag().toString("hex"), data].join(":"), {mode: 0o600});
 ' "$key_file" || exit 2
 unset GEMINI_API_KEY GOOGLE_API_KEY
+export GOOGLE_GEMINI_BASE_URL="${PTB_LLM_BASE_URL:-}"
 
 # Settings in the job dir's HOME, never the user's: API-key auth (else exit 41), no folder
 # trust check (else --yolo is downgraded), no usage statistics, telemetry or update

@@ -3,9 +3,10 @@
 # `opencode` on PATH) run headless: `opencode run --format json` events on stdout are the
 # trace, every tool is allowed ("permission": "allow") inside the sandbox, the model is
 # the campaign entry's, served by one OpenAI-compatible provider ("ptb", through the
-# bundled @ai-sdk/openai-compatible) at OPENCODE_BASE_URL (entry env; default OpenRouter).
-# The key comes by name only (api_keys.json: OPENROUTER_API_KEY) and goes into a file the
-# config names ({file:...}), removed when this script ends; never printed.
+# bundled @ai-sdk/openai-compatible) at the cell's LLM gateway (PTB_LLM_BASE_URL, outside
+# the sandbox), with the cell's token (PTB_LLM_TOKEN) as its key in a file the config names
+# ({file:...}): the real key (api_keys.json: OPENROUTER_API_KEY) never enters the sandbox.
+# The provider's URL (entry env OPENCODE_BASE_URL; default OpenRouter) is the gateway's upstream.
 # Optional entry env OPENCODE_PRICE_INPUT / _OUTPUT / _CACHE_READ (USD per million tokens)
 # make the trace state the cost. On a resume (entry `reprompt: true`; the harness sets
 # PTB_RESUME and PTB_RESUME_MESSAGE) the latest session continues (--continue).
@@ -22,14 +23,14 @@ stop() {
 trap 'rm -f "$key_file"' EXIT
 trap 'stop; exit 143' TERM INT HUP
 # printf is a builtin: the key is in no command line
-(umask 077 && printf '%s' "${OPENROUTER_API_KEY:-}" >"$key_file")
+(umask 077 && printf '%s' "${PTB_LLM_TOKEN:-}" >"$key_file")
 unset OPENROUTER_API_KEY
 
 model="${AGENT_MODEL:-}"
-base_url="${OPENCODE_BASE_URL:-https://openrouter.ai/api/v1}"
+base_url="${PTB_LLM_BASE_URL:-}"
 for value in "$model" "$base_url" "${OPENCODE_PRICE_INPUT:-}" "${OPENCODE_PRICE_OUTPUT:-}" "${OPENCODE_PRICE_CACHE_READ:-}"; do
     case "$value" in *[\"\\]* | *[[:cntrl:]]*)
-        echo "opencode solve.sh: the model, OPENCODE_BASE_URL and OPENCODE_PRICE_* must not hold quotes, backslashes or control characters" >&2
+        echo "opencode solve.sh: the model, PTB_LLM_BASE_URL and OPENCODE_PRICE_* must not hold quotes, backslashes or control characters" >&2
         exit 2
         ;;
     esac

@@ -3,11 +3,12 @@
 # puts `qwen` on PATH) run headless: its stream-json events on stdout are the trace, every
 # tool is allowed (--yolo) inside the sandbox, the model is the campaign entry's, spoken
 # to over the OpenAI-compatible Chat Completions API.
-# The key comes by name only (api_keys.json: DASHSCOPE_API_KEY, Alibaba Model Studio) and
-# goes into the CLI's settings file ($HOME/.qwen/settings.json, security.auth.apiKey), so
-# neither the CLI's environment nor its tool commands hold it; the file is removed when
-# this script ends; never printed. Endpoint: entry env OPENAI_BASE_URL (default: Model
-# Studio's international OpenAI-compatible endpoint). On a resume (entry `reprompt:
+# The CLI talks only to the cell's LLM gateway (PTB_LLM_BASE_URL, outside the sandbox)
+# with the cell's token (PTB_LLM_TOKEN) as its key in its settings file
+# ($HOME/.qwen/settings.json, security.auth.apiKey): the real key (api_keys.json:
+# DASHSCOPE_API_KEY, Alibaba Model Studio) never enters the sandbox. The provider's URL
+# (entry env OPENAI_BASE_URL; default Model Studio's international OpenAI-compatible
+# endpoint) is the gateway's upstream. On a resume (entry `reprompt:
 # true`; the harness sets PTB_RESUME and PTB_RESUME_MESSAGE) the latest session continues.
 set -uo pipefail
 
@@ -21,14 +22,14 @@ stop() {
 }
 trap 'rm -f "$key_file"' EXIT
 trap 'stop; exit 143' TERM INT HUP
-key="${DASHSCOPE_API_KEY:-}"
+key="${PTB_LLM_TOKEN:-}"
 unset DASHSCOPE_API_KEY OPENAI_API_KEY
 case "$key" in *[\"\\]* | *[[:cntrl:]]*)
-    echo "qwen solve.sh: DASHSCOPE_API_KEY holds a quote, backslash or control character" >&2
+    echo "qwen solve.sh: PTB_LLM_TOKEN holds a quote, backslash or control character" >&2
     exit 2
     ;;
 esac
-export OPENAI_BASE_URL="${OPENAI_BASE_URL:-https://dashscope-intl.aliyuncs.com/compatible-mode/v1}"
+export OPENAI_BASE_URL="${PTB_LLM_BASE_URL:-}"
 
 # Settings in the job dir's HOME, never the user's: OpenAI-compatible auth with the key,
 # no folder trust check, no usage statistics (else it reports to an Aliyun RUM host),

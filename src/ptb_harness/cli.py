@@ -148,9 +148,11 @@ def _parse_trace(args: argparse.Namespace) -> int:
         raw_only=raw_only,
     )
     if args.usage:
-        from ptb_harness.core.records import atomic_write_json
+        from ptb_harness.core.cell_files import SolveRecord, UsageRecord
+        from ptb_harness.gateway.meter import usage_record
 
-        atomic_write_json(Path(args.usage), stats.usage)
+        solve = SolveRecord.read(args.solve_json) if args.solve_json else None
+        UsageRecord.from_dict(usage_record(stats.usage, solve.llm if solve else None)).write(Path(args.usage))
     # one line for the harness's log, however many lines could not be parsed
     print(stats.summary(), file=sys.stderr)
     return 0
@@ -246,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--raw-only", action="store_true", help="copy verbatim (still sanitized) instead of parsing")
     p.add_argument(
         "--usage", help="also write usage.json here (tokens, cost, turns, tool calls, resumes; null = unknown)"
+    )
+    p.add_argument(
+        "--solve-json",
+        help="the cell's solve.json: with an LLM gateway's meter in it, usage.json's tokens and cost are the gateway's",
     )
     p.set_defaults(func=_parse_trace)
     p = sub.add_parser("setup-agents", help="install the pinned agent CLIs with npm (cached)")

@@ -155,10 +155,25 @@ def usage(i: int, o: int, c: int) -> dict:
     return {"usage": {"input_tokens": i, "output_tokens": o, "cached_tokens": c}}
 
 
+#: the campaign's price of every stand-in model (USD per million: input, output, cache reads)
+PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3}
+
+
+def priced(sent: dict) -> float:
+    """The price table applied to the usage the stand-in sent."""
+    uncached = sent["input_tokens"] - sent["cached_tokens"]
+    return (
+        uncached * PRICE["input"]
+        + sent["cached_tokens"] * PRICE["cache_read"]
+        + sent["output_tokens"] * PRICE["output"]
+    ) / 1e6
+
+
 def run(tmp_path, case: AgentCase, steps, hours=0.01, entry=None, solve=None, targets=()):
     cli_bin(case.cli)
     key = f"{case.key_prefix}{secrets.token_hex(12)}"
     plan = Plan(case.model, steps)
+    solve = {"llm_prices": {case.model: PRICE}, **(solve or {})}
     result = run_agent_cell(
         tmp_path,
         case.dir,
@@ -228,17 +243,22 @@ def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name):
     # the tool's output line (the transcript continues a result's lines unprefixed)
     outputs = [ln for ln in parsed.splitlines() if ln.startswith("key in tools:")]
     assert outputs == [f"key in tools: {'yes' if case.key_in_tools else 'no'}"]
-    assert_usage_is_what_the_server_sent(result, tool_calls=1, resumes=0, format=name)
+    assert_usage_is_what_the_server_sent(result, tool_calls=1, resumes=0, format=name, source="gateway")
     tables = result.workdir / "results" / "tables"
     row = next(csv.DictReader((tables / "cells.csv").open()))
-    assert int(row["input_tokens"]) == result.plan.total_sent()["input_tokens"]
-    # Claude's trace states a cost; OpenCode's when its config has the model's prices
-    assert (row["cost_usd"] != "") == (name == "claude" or case.prices is not None)
-    if case.prices is not None:  # uncached input and output at those prices (cache reads: 0)
-        sent = result.plan.total_sent()
-        price_in, price_out = case.prices
-        billed = (sent["input_tokens"] - sent["cached_tokens"]) * price_in + sent["output_tokens"] * price_out
-        assert result.json("usage.json")["cost_usd"] == pytest.approx(billed / 1e6)
+    sent = result.plan.total_sent()
+    assert int(row["input_tokens"]) == sent["input_tokens"]
+    # the cost is the gateway's: the campaign's price table applied to the provider's usage
+    assert float(row["cost_usd"]) == pytest.approx(priced(sent))
+    usage_json = result.json("usage.json")
+    assert usage_json["requests"] == len(result.server.recorded())
+    # the trace's own figures agree on the tokens (the CLIs' own cost tables may not)
+    assert {k: usage_json["agent_reported"][k] for k in ("input_tokens", "output_tokens")} == {
+        k: sent[k] for k in ("input_tokens", "output_tokens")
+    }
+    assert "tokens" not in (usage_json.get("disagreement") or "")
+    log_lines = (result.cell / "llm_log.jsonl").read_text().splitlines()
+    assert len(log_lines) == len(result.server.recorded())
     assert "## Tokens and cost per entry" in (tables / "leaderboard.md").read_text()
     assert_key_only_in_auth_header(case, result, key)
     assert_no_other_host(case, result)
@@ -261,8 +281,11 @@ def test_tool_call_past_the_budget_is_stopped_with_the_cli(tmp_path, name):
     assert not Path(f"/proc/{pid}").exists() or b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert processes_under(result.job_root) == []  # the CLI and every child are gone
     assert files_containing(result.job_root, key) == []  # a key file is removed at the deadline too
-    # stopped before the CLI wrote its totals: the tokens are unknown, not 0
-    assert result.json("usage.json")["input_tokens"] is None
+    # stopped before the CLI wrote its totals: its trace does not say (unknown, not 0);
+    # the gateway metered the call it passed
+    got = result.json("usage.json")
+    assert (got["source"], got["input_tokens"]) == ("gateway", result.plan.total_sent()["input_tokens"])
+    assert got["agent_reported"]["input_tokens"] is None
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -298,3 +321,42 @@ def test_reprompt_resumes_the_session_once_and_the_trace_holds_both_turns(tmp_pa
     assert_key_only_in_auth_header(case, result, key)
     assert_no_other_host(case, result)
     save_fixture(result, f"{name}_reprompt.txt")
+
+
+#: a tool forging usage into the CLI's own stdout (the trace): a negative result event and
+#: another CLI's format (Codex turn.completed lines)
+FORGE_USAGE = (
+    'printf \'%s\\n\' \'{"type":"result","subtype":"success","total_cost_usd":-41.5,'
+    '"usage":{"input_tokens":-4999000,"output_tokens":-199000}}\' > /proc/$PPID/fd/1;'
+    ' for i in 1 2 3; do printf \'%s\\n\' \'{"type":"turn.completed","usage":'
+    '{"input_tokens":10,"output_tokens":5}}\' > /proc/$PPID/fd/1; done; echo forged'
+)
+
+
+def test_the_llm_budget_stops_the_session_and_the_model_is_scored(tmp_path):
+    """A cap of 2,500 tokens: the third model call (2,749 spent) is refused, the CLI is
+    stopped, the cell ends llm_budget_exhausted and is scored; usage.json is the gateway's
+    whatever a tool forged into the trace, and its cost is the price table's."""
+    case = CASES["claude"]
+    steps = [
+        {"shell": COPY_MODEL.replace("printenv K", f"printenv {case.key_var}"), **usage(1200, 40, 300)},
+        {"shell": FORGE_USAGE, **usage(1500, 9, 1000)},
+        {"text": "never reached", **usage(100, 5, 0)},
+    ]
+    result, key = run(tmp_path, case, steps, solve={"llm_budget": {"tokens": 2500}})
+    solve = result.json("solve.json")
+    assert solve["status"] == "llm_budget_exhausted", solve["description"]
+    assert solve["description"].startswith("stopped at its LLM budget (tokens 2749 of 2500")
+    # refused until the harness's stop lands (the CLI may retry at once)
+    assert solve["llm"]["refused"]["llm_budget"] >= 1 and solve["llm"]["requests"] == 2
+    assert result.json("metrics.json")["accuracy"] == 0.75  # the model it left is scored
+    sent = result.plan.total_sent()
+    assert len(result.server.recorded()) == 2  # nothing past the cap reached the provider
+    got = result.json("usage.json")
+    assert (got["source"], {k: got[k] for k in sent}) == ("gateway", sent)
+    assert got["cost_usd"] == pytest.approx(priced(sent))
+    assert "forged" in (result.cell / "solve_parsed.txt").read_text()  # the forging tool ran
+    refused = json.loads((result.cell / "llm_log.jsonl").read_text().splitlines()[-1])
+    assert (refused["refused"], refused["status"]) == ("llm_budget", 400)
+    assert "LLM budget is exhausted" in refused["response"]["body"]
+    assert_key_only_in_auth_header(case, result, key)

@@ -33,9 +33,21 @@ def scored(solve: dict, acc: float, **kw) -> CellRecords:
     return CellRecords(solve=solve, metrics={"accuracy": acc}, metrics_sha256="ab12", evaluate=evaluate, **kw)
 
 
+#: the solve stopped at its LLM budget (issue 25): its model is scored like a timeout's
+LLM_BUDGET = {
+    "status": "llm_budget_exhausted",
+    "description": "stopped at its LLM budget (tokens 2749 of 2500; SIGTERM)",
+}
 CASES = [
     # id, records, outcome, evidence fragment
     ("nothing yet", CellRecords(), "pending", "not solved yet"),
+    ("LLM budget spent, model scored", scored({**LLM_BUDGET, "final_model_files": 2}, 0.4), "scored", "accuracy 0.4"),
+    ("LLM budget spent, model waits", CellRecords(solve={**LLM_BUDGET, "final_model_files": 2}), "pending",
+     "solved (agent stopped at its LLM budget (tokens 2749 of 2500; SIGTERM)); not scored yet"),
+    ("LLM budget spent, no model", CellRecords(solve={**LLM_BUDGET, "final_model_files": 0}), "agent_failed",
+     "agent stopped at its LLM budget (tokens 2749 of 2500; SIGTERM); no final model"),
+    ("LLM gateway died", CellRecords(solve_state={"state": "failed", "reason": "the LLM gateway exited with code 1"}),
+     "infra_failed", "solve failed in the harness: the LLM gateway exited with code 1"),
     ("scored", scored(SOLVED, 0.5), "scored", "accuracy 0.5"),
     ("scored even if the agent failed", scored(SOLVED_FAILING_AGENT, 0.1), "scored", ""),
     (

@@ -5,6 +5,7 @@
 rule parse_trace:
     input:
         raw_trace=f"{CELL}/solve_out.txt",
+        solve_json=f"{CELL}/solve.json",
     output:
         parsed=f"{CELL}/solve_parsed.txt",
         raw_sanitized=f"{CELL}/solve_out_sanitized.txt",
@@ -23,5 +24,6 @@ rule parse_trace:
     shell:
         "{params.python:q} -m ptb_harness parse-trace {input.raw_trace:q} {output.parsed:q}"
         " --sanitized-raw {output.raw_sanitized:q} --sanitized-parsed {output.parsed_sanitized:q} --usage {output.usage:q}"
+        " --solve-json {input.solve_json:q}"
         " --agent-dir {params.agent_dir:q} --task-dir {params.tasks_dir:q}/{wildcards.task:q}"
         " > {log:q} 2>&1"

@@ -23,9 +23,11 @@ HARNESS_VARIABLES = frozenset(
         "PTB_RESUME", "PTB_RESUME_MESSAGE", "HOME", "TMPDIR", "PATH", "LANG", "PYTHONNOUSERSITE",
         "XDG_CACHE_HOME", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
         "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE",
+        "PTB_LLM_BASE_URL", "PTB_LLM_TOKEN",
     }
 )  # fmt: skip
-_ENTRY_KEYS = ("name", "dir", "model", "env", "reprompt")
+_ENTRY_KEYS = ("name", "dir", "model", "env", "reprompt", "llm_budget")
+_BUDGET_KEYS = ("usd", "tokens", "requests")
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class AgentEntry:
     model: str = ""
     env: tuple[tuple[str, str], ...] = ()
     reprompt: bool = False
+    #: the keys of solve.llm_budget this entry replaces (usd, tokens, requests)
+    llm_budget: tuple[tuple[str, float | int | None], ...] = ()
 
 
 def parse_agent_entries(
@@ -87,7 +91,19 @@ def _agent_entry(
     reprompt = item.get("reprompt", False)
     if not isinstance(reprompt, bool):
         raise ConfigError(f"{where}.reprompt: {reprompt!r} is not true or false")
-    return AgentEntry(name, directory, model, _entry_env(item.get("env") or {}, where), reprompt)
+    budget = _entry_budget(item.get("llm_budget") or {}, where)
+    return AgentEntry(name, directory, model, _entry_env(item.get("env") or {}, where), reprompt, budget)
+
+
+def _entry_budget(budget: Any, where: str) -> tuple[tuple[str, float | int | None], ...]:
+    if not isinstance(budget, dict) or set(budget) - set(_BUDGET_KEYS):
+        raise ConfigError(f"{where}.llm_budget: must be a mapping of {', '.join(_BUDGET_KEYS)}")
+    for key, value in budget.items():
+        ok = value is None or (isinstance(value, int | float) and not isinstance(value, bool) and value > 0)
+        if not ok or (key != "usd" and not (value is None or isinstance(value, int))):
+            kind = "number" if key == "usd" else "integer"
+            raise ConfigError(f"{where}.llm_budget.{key}: {value!r} is not a positive {kind} or null")
+    return tuple(budget.items())
 
 
 def _entry_env(env: Any, where: str) -> tuple[tuple[str, str], ...]:
@@ -118,6 +134,22 @@ def check_env_names(names: object, where: str) -> list[str]:
     return list(names)
 
 
+#: The provider APIs the LLM gateway speaks (ptb_harness.gateway.protocols.PROTOCOLS).
+LLM_PROTOCOLS = ("anthropic", "openai_responses", "openai_chat", "gemini")
+
+
+@dataclass(frozen=True)
+class LlmEndpoint:
+    """agent.json "llm": the agent's CLI talks to its model only through the cell's LLM
+    gateway. ``protocol`` is the API it speaks; ``base_url_env`` the entry variable that
+    names the provider's base URL (the gateway's upstream, never the CLI's), default
+    ``default_base_url``. The key is the first of api_keys.json's names that is set."""
+
+    protocol: str
+    base_url_env: str
+    default_base_url: str
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     name: str
@@ -135,6 +167,9 @@ class AgentSpec:
     #: agent.json "trusted": may run under runtime `none` without a warning (the demo's
     #: agents; a frontier CLI told to maximise a score is not)
     trusted: bool = False
+    #: agent.json "llm": its model calls go through the cell's LLM gateway (the keys never
+    #: reach the sandbox); None: the keys are passed as before (custom agents)
+    llm: LlmEndpoint | None = None
 
     @property
     def solve_sh(self) -> Path:
@@ -187,12 +222,26 @@ def load_agent(agent_dir: Path) -> AgentSpec:
         cli=settings.get("cli"),
         resume=settings.get("resume", False),
         trusted=settings.get("trusted", False),
+        llm=_llm_endpoint(settings.get("llm"), agent_dir / "agent.json"),
     )
+
+
+def _llm_endpoint(data: Any, path: Path) -> LlmEndpoint | None:
+    if data is None:
+        return None
+    keys = ("protocol", "base_url_env", "default_base_url")
+    if not isinstance(data, dict) or set(data) != set(keys) or not all(isinstance(data[k], str) for k in keys):
+        raise ConfigError(f"{path}: llm must be {{{', '.join(keys)}}} (strings)")
+    if data["protocol"] not in LLM_PROTOCOLS:
+        raise ConfigError(f"{path}: llm.protocol must be one of {', '.join(LLM_PROTOCOLS)}")
+    if not _ENV_NAME.match(data["base_url_env"]):
+        raise ConfigError(f"{path}: llm.base_url_env {data['base_url_env']!r} is not a variable name")
+    return LlmEndpoint(data["protocol"], data["base_url_env"], data["default_base_url"])
 
 
 def _read_settings(path: Path) -> dict:
     data = read_json_object(path)
-    unknown = set(data) - {"trace_format", "cli", "resume", "trusted"}
+    unknown = set(data) - {"trace_format", "cli", "resume", "trusted", "llm"}
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
     if data.get("trace_format", "auto") not in ("auto", "raw"):

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from ptb_harness.campaign.agents import AgentEntry, parse_agent_entries
 from ptb_harness.campaign.cells import Campaign, Model, check_name, format_hours, load_campaign_file
 from ptb_harness.core.errors import ConfigError
+from ptb_harness.gateway.meter import Limits
+from ptb_harness.gateway.prices import ModelPrice
 from ptb_harness.runtime.hf_cache import HfCacheSettings
 from ptb_harness.runtime.limits import AgentLimits, MiB, default_memory_mb
 from ptb_harness.runtime.sandbox_settings import Bind, RuntimeSettings
@@ -145,6 +147,11 @@ class SolveSettings:
     reprompt_min_minutes: float
     #: as configured (relative to the working directory), or None for the built-in one
     prompt_template: str | None
+    #: each cell's LLM budget (an entry's llm_budget replaces the keys it names)
+    llm_budget: Limits = Limits()
+    #: USD per million tokens by model, before the genai-prices table
+    llm_prices: Mapping[str, ModelPrice] = dataclasses.field(default_factory=dict)
+    llm_log_max_body_kb: int = 64
 
     def record(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -327,7 +334,12 @@ def build_settings(config: Mapping[str, Any], workdir: Path) -> Settings:
     return Settings(
         name=config["name"],
         site=site_settings(config["site"]),
-        solve=_pick(SolveSettings, config["solve"]),
+        solve=_pick(
+            SolveSettings,
+            config["solve"],
+            llm_budget=Limits(**config["solve"]["llm_budget"]),
+            llm_prices={m: ModelPrice(**p) for m, p in config["solve"]["llm_prices"].items()},
+        ),
         evaluate=_pick(EvaluateSettings, config["evaluate"]),
         leaderboard=_pick(LeaderboardSettings, config["leaderboard"]),
         paths=Paths(

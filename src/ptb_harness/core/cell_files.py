@@ -64,6 +64,16 @@ GPU_MONITOR = "gpu_monitor.csv"
 GPU_PLOT = "gpu_monitor.png"
 #: every rule: the harness's own log of the cell (logs/<stage>.log)
 LOGS = "logs"
+#: solve: the LLM gateway's request log (one JSON line per request; not a rule's output,
+#: so a failed solve keeps it), an earlier attempt's (LLM_LOG_OF), and the gateway's own log
+LLM_LOG = "llm_log.jsonl"
+GATEWAY_LOG = f"{LOGS}/llm_gateway.log"
+
+
+def llm_log_of(attempt: str) -> str:
+    """An earlier attempt's llm_log.jsonl, moved aside when a new attempt starts."""
+    return f"llm_log.attempt-{attempt}.jsonl"
+
 
 #: the stages that write into a cell dir, in the order they run
 STAGES = ("solve", "parse_trace", "evaluate", "judge")
@@ -106,7 +116,7 @@ FILE_NAMES = frozenset(
     {
         SOLVE, RAW_TRACE, PARTIAL_TRACE, FINAL_MODEL, ATTEMPTS, PREFLIGHT, AGENT_FILES, AGENT_FILES_RECORD,
         TRANSCRIPT, TRANSCRIPT_SANITIZED, RAW_TRACE_SANITIZED, USAGE, METRICS, EVALUATE, PROVENANCE,
-        JUDGEMENT, GPU_MONITOR, GPU_PLOT,
+        JUDGEMENT, GPU_MONITOR, GPU_PLOT, LLM_LOG, GATEWAY_LOG,
         *(f(s) for s in STAGES for f in (state_file, lock_file, stage_log)),
     }
 )  # fmt: skip
@@ -232,7 +242,7 @@ class SolveRecord(Record):
     FILE = SOLVE
 
     cell: Mapping[str, str] | None = None
-    #: exited, timeout, signal
+    #: exited, timeout, signal, llm_budget_exhausted
     status: str | None = None
     exit_code: int | None = None
     signal: int | None = None
@@ -261,6 +271,9 @@ class SolveRecord(Record):
     #: the how-manyth try of this cell, and the earlier tries in which the agent ran
     attempt: int | None = None
     earlier_attempts: list[Mapping[str, Any]] | None = None
+    #: the LLM gateway's meter (agents whose agent.json has "llm"): requests, tokens,
+    #: cost_usd, statuses, refusals, latency, limits, exhausted (gateway.meter.Meter.summary)
+    llm: Mapping[str, Any] | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -305,7 +318,10 @@ class EvaluateRecord(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class UsageRecord(Record):
-    """usage.json: what the agent's session used, from its trace (None: the trace does not say)."""
+    """usage.json: what the agent's session used. ``source`` ``gateway``: the tokens, cost
+    and requests are the LLM gateway's meter (the provider's own answers), the trace's own
+    figures are in ``agent_reported`` and a large difference in ``disagreement``;
+    ``source`` ``trace`` (agents without a gateway): all from the trace (None: it does not say)."""
 
     FILE = USAGE
 
@@ -317,6 +333,10 @@ class UsageRecord(Record):
     tool_calls: int | None = None
     resumes: int | None = None
     format: str | None = None
+    source: str | None = optional()
+    requests: int | None = optional()
+    agent_reported: Mapping[str, Any] | None = optional()
+    disagreement: str | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)

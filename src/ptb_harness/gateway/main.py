@@ -28,6 +28,8 @@ from ptb_harness.gateway.server import Gateway, emit_line
 _PR_SET_PDEATHSIG = 1
 #: How long requests in flight may take to finish once the gateway is told to stop.
 STOP_GRACE_S = 5.0
+#: How long an idle kept-alive connection from the agent stays open.
+KEEPALIVE_S = 5.0
 
 
 def listen(socket_path: Path | None) -> socket.socket:
@@ -55,7 +57,15 @@ def listen(socket_path: Path | None) -> socket.socket:
 async def serve(config: GatewayConfig, stop: asyncio.Event) -> dict:
     """Serve until ``stop`` is set; returns the meter's summary."""
     gateway = Gateway(config, emit_line)
-    runner = web.AppRunner(gateway.app(), access_log=None, handle_signals=False, shutdown_timeout=STOP_GRACE_S)
+    # an idle connection is closed after a few seconds: a CLI whose runtime keeps a
+    # kept-alive socket referenced (Node) must not wait minutes for it to exit
+    runner = web.AppRunner(
+        gateway.app(),
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=STOP_GRACE_S,
+        keepalive_timeout=KEEPALIVE_S,
+    )
     await runner.setup()
     sock = listen(config.socket_path)
     await web.SockSite(runner, sock).start()

@@ -95,7 +95,8 @@ class Meter:
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
             "cache_write_tokens": self.cache_write_tokens,
-            "cost_usd": round(self.cost_usd, 6),
+            # unknown (None) when an answer with tokens had no price: never a partial sum
+            "cost_usd": round(self.cost_usd, 6) if not self.unpriced else None,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -126,3 +127,34 @@ def latency_summary(values: list[float]) -> dict[str, float] | None:
         return round(s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))], 1)
 
     return {"p50": rank(0.5), "p99": rank(0.99), "max": round(s[-1], 1)}
+
+
+#: What counts as a large disagreement between the trace's usage and the gateway's: a
+#: relative difference above this (the CLIs' own counts differ a little: side calls, the
+#: last answer of a session stopped mid-stream).
+DISAGREEMENT = 0.10
+_COMPARED = ("input_tokens", "output_tokens", "cost_usd")
+
+
+def usage_record(trace: dict[str, Any], meter: dict[str, Any] | None) -> dict[str, Any]:
+    """usage.json: with a gateway meter (solve.json's ``llm``), its tokens, cost and
+    requests (``source: gateway``) and the trace's own figures as ``agent_reported``, a
+    large difference named in ``disagreement``; without one, the trace's (``source: trace``)."""
+    if not meter:
+        return {**trace, "source": "trace"}
+    reported = {k: trace.get(k) for k in ("input_tokens", "output_tokens", "cached_tokens", "cost_usd")}
+    out = {**trace, **{k: meter.get(k) for k in reported}, "requests": meter.get("requests")}
+    return {**out, "source": "gateway", "agent_reported": reported, "disagreement": disagreement(meter, reported)}
+
+
+def disagreement(meter: dict[str, Any], reported: dict[str, Any]) -> str | None:
+    """The quantities on which the trace and the gateway differ by more than DISAGREEMENT
+    (a quantity the trace does not state is no disagreement), in words; None if none."""
+    parts = []
+    for key in _COMPARED:
+        ours, theirs = meter.get(key), reported.get(key)
+        if not isinstance(ours, int | float) or not isinstance(theirs, int | float):
+            continue
+        if abs(ours - theirs) > DISAGREEMENT * max(abs(ours), abs(theirs), 1):
+            parts.append(f"{key}: gateway {ours}, agent reported {theirs}")
+    return "; ".join(parts) or None

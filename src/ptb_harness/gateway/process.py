@@ -48,6 +48,8 @@ class GatewayProcess:
         #: set when the gateway refused a call at the budget's limit; ``exhausted_reason`` says which
         self.exhausted = threading.Event()
         self.exhausted_reason: str | None = None
+        #: set when the agent must be stopped: its budget is spent, or the gateway died
+        self.stop_agent = threading.Event()
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
         self._stopping = False
@@ -91,9 +93,12 @@ class GatewayProcess:
             elif kind == "llm_budget_exhausted":
                 self.exhausted_reason = str(event.get("reason"))
                 self.exhausted.set()
+                self.stop_agent.set()
             elif kind == "summary":
                 self.summary = event.get("meter")
         self._ready.set()  # it ended: nobody waits for a ready that never comes
+        if not self._stopping:  # it died: the agent can reach no model any more
+            self.stop_agent.set()
 
     @property
     def pid(self) -> int:
@@ -108,8 +113,9 @@ class GatewayProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def death(self) -> str | None:
-        """Why the gateway is gone before it was stopped (None while it lives or once stopped)."""
-        if self.proc is None or self._stopping or self.proc.poll() is None:
+        """Why the gateway is gone before it was stopped (None while it lives, or when the
+        harness stopped it)."""
+        if self.proc is None or self.proc.poll() is None or (self._stopping and self.summary is not None):
             return None
         return f"the LLM gateway exited with code {self.proc.returncode} during the solve{self._stderr_tail()}"
 

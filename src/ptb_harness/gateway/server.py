@@ -162,7 +162,10 @@ class Gateway:
     def _refuse(self, ex: Exchange, why: str, status: int, message: str) -> web.Response:
         ex.refused, ex.status, ex.error = why, status, message
         self.meter.refused[why] += 1
-        return _reject(ex.protocol, status, message)
+        answer = _reject(ex.protocol, status, message)
+        ex.response = self.log.body()  # what the agent was told, in the log too
+        ex.response.add(answer.body)  # type: ignore[arg-type]
+        return answer
 
     def _budget_refusal(self, ex: Exchange) -> web.Response | None:
         reached = self.meter.exhausted()
@@ -214,13 +217,17 @@ class Gateway:
             ) as up:
                 ex.status, ex.ttfb_ms = up.status, (time.time() - ex.started) * 1000
                 headers = {k: v for k, v in up.headers.items() if k.lower() not in _HOP}
+                close = up.headers.get("connection", "").lower() == "close"
                 if up.content_type == "text/event-stream":
-                    return await self._stream(request, up, headers, ex, reader)
+                    return await self._stream(request, up, headers, ex, reader, close)
                 data = await up.content.read()
                 ex.response.add(data)
                 if reader is not None and b"sage" in data:
                     reader.feed(loads_bounded(data)[0])
-                return web.Response(status=up.status, headers=headers, body=data)
+                answer = web.Response(status=up.status, headers=headers, body=data)
+                if close:
+                    answer.force_close()
+                return answer
         except (TimeoutError, aiohttp.ClientError) as e:
             ex.status, ex.error = 0, f"the provider could not be reached: {type(e).__name__}: {str(e)[:200]}"
             return _reject(ex.protocol, 502, f"ptb-harness gateway: {ex.error}")
@@ -235,8 +242,11 @@ class Gateway:
         headers: dict[str, str],
         ex: Exchange,
         reader: UsageReader | None,
+        close: bool,
     ) -> web.StreamResponse:
         out = web.StreamResponse(status=up.status, headers=headers)
+        if close:  # the provider ends the connection with the stream: so does the gateway
+            out.force_close()
         if request.transport is not None:  # room for a few chunks in flight to the agent
             request.transport.set_write_buffer_limits(high=STREAM_BUFFER)
         await out.prepare(request)

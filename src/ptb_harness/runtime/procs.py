@@ -25,7 +25,7 @@ from ptb_harness.core.errors import Interrupted
 
 _PR_SET_CHILD_SUBREAPER = 36
 
-Status = Literal["exited", "timeout", "signal"]
+Status = Literal["exited", "timeout", "signal", "stopped"]
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,10 @@ class ProcessResult:
     """How a budgeted process ended.
 
     status: ``exited`` (ran to completion; ``exit_code`` is its real code), ``signal``
-    (killed by a signal we did not send; ``signal`` says which) or ``timeout`` (we
-    stopped it at the budget; ``signal`` is the one that finally ended it).
+    (killed by a signal we did not send; ``signal`` says which), ``timeout`` (we
+    stopped it at the budget; ``signal`` is the one that finally ended it) or
+    ``stopped`` (we stopped it before its budget because its ``stop`` event was set,
+    e.g. its LLM budget was spent; ``signal`` likewise).
     """
 
     status: Status
@@ -55,6 +57,8 @@ def describe(result: ProcessResult) -> str:
     name = signal.Signals(result.signal).name if result.signal else "?"
     if result.status == "timeout":
         return f"stopped at its time limit ({name})"
+    if result.status == "stopped":
+        return f"stopped by the harness ({name})"
     return f"killed by signal {result.signal} ({name})"
 
 
@@ -282,6 +286,26 @@ class _StopSignals:
             signal.signal(s, h)
 
 
+def _wait_for(proc: subprocess.Popen, budget_s: float, stop: threading.Event | None) -> Status | None:
+    """Wait for the child to exit (None), its budget to pass ("timeout") or ``stop`` to be
+    set ("stopped"), whichever comes first."""
+    if stop is None:
+        try:
+            proc.wait(timeout=budget_s)
+            return None
+        except subprocess.TimeoutExpired:
+            return "timeout"
+    deadline = time.monotonic() + budget_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            proc.wait(timeout=min(left, 0.1))
+            return None
+        except subprocess.TimeoutExpired:
+            if stop.is_set():
+                return "stopped"
+    return None if proc.poll() is not None else "timeout"
+
+
 def run_budgeted(
     argv: Sequence[str],
     *,
@@ -295,12 +319,16 @@ def run_budgeted(
     append: bool = False,
     on_start: Callable[[int], None] | None = None,
     max_output_bytes: int | None = None,
+    stop: threading.Event | None = None,
+    spare: Sequence[int] = (),
 ) -> ProcessResult:
     """Run argv with stdout+stderr merged into ``output`` (created with output_mode).
 
-    At ``budget_s`` the child's process group gets SIGTERM, and SIGKILL after
-    ``kill_grace_s``. If this process receives SIGTERM/SIGINT/SIGHUP meanwhile (the
-    workflow manager is stopping the job), the child's group is stopped the same way and
+    At ``budget_s``, or as soon as ``stop`` is set (status ``stopped``), the child's
+    process group gets SIGTERM, and SIGKILL after ``kill_grace_s``. ``spare``: children
+    of this process that are not the agent's leftovers (the cell's LLM gateway). If this
+    process receives SIGTERM/SIGINT/SIGHUP meanwhile (the workflow manager is stopping
+    the job), the child's group is stopped the same way and
     the signal is re-raised as Interrupted (a SystemExit) after the child is gone.
     """
     become_subreaper()
@@ -329,15 +357,13 @@ def run_budgeted(
         pump = threading.Thread(target=pump_timestamped, args=(proc.stdout, out_f, max_output_bytes), daemon=True)
         pump.start()
 
-    timed_out = False
+    ended_by: Status | None = None  # timeout or stopped: we ended it
     final_signal: int | None = None
     interrupted: _Terminated | None = None
     try:
-        try:
-            guard.arm()
-            proc.wait(timeout=budget_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        guard.arm()
+        ended_by = _wait_for(proc, budget_s, stop)
+        if ended_by is not None:
             final_signal = term_then_kill(pgid, kill_grace_s, _exits_within(proc))
             proc.wait()
     except _Terminated as e:
@@ -347,15 +373,15 @@ def run_budgeted(
     finally:
         guard.restore()
         ended = time.time()
-        stop_leftovers(pgid, grace_s=min(kill_grace_s, 5.0))
+        stop_leftovers(pgid, grace_s=min(kill_grace_s, 5.0), exclude=spare)
         if pump is not None:
             pump.join(timeout=30)
         out_f.close()
 
     if interrupted is not None:
         raise Interrupted(interrupted.signum)
-    if timed_out:
-        return ProcessResult("timeout", None, final_signal, started, ended)
+    if ended_by is not None:
+        return ProcessResult(ended_by, None, final_signal, started, ended)
     rc = proc.returncode
     return (
         ProcessResult("signal", None, -rc, started, ended)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,9 +154,12 @@ class Launch:
         append: bool = False,
         on_start: Callable[[int], None] | None = None,
         max_output_bytes: int | None = None,
+        stop: threading.Event | None = None,
+        spare: Sequence[int] = (),
     ) -> ProcessResult:
         """Run it under its budget, output into ``output`` (appended to with ``append``,
-        cut after ``max_output_bytes``; ``on_start`` gets the child's pid; see
+        cut after ``max_output_bytes``; ``on_start`` gets the child's pid; stopped early
+        when ``stop`` is set; ``spare``: our children that are not its leftovers; see
         ``run_budgeted``)."""
         return run_budgeted(
             self.argv,
@@ -168,6 +172,8 @@ class Launch:
             append=append,
             on_start=on_start,
             max_output_bytes=max_output_bytes,
+            stop=stop,
+            spare=spare,
         )
 
 

@@ -33,10 +33,18 @@ class AgentVariables(NamedTuple):
 
 
 def agent_variables(campaign: Campaign, cell: Cell, agent: AgentSpec, task: TaskSpec, prompt: str) -> AgentVariables:
+    """With an LLM gateway (agent.json "llm"), the agent's API keys are not passed (the
+    gateway holds the key) and the entry's base URL is the gateway's upstream, not the
+    agent's: it gets PTB_LLM_BASE_URL and PTB_LLM_TOKEN at launch instead."""
     entry = campaign.agent_entries.get(cell.agent)
+    entry_env = dict(entry.env if entry else ())
+    hidden: set[str] = set()
+    if agent.llm is not None:
+        entry_env.pop(agent.llm.base_url_env, None)
+        hidden = set(agent.api_keys)
     values = {
         # the entry's non-secret settings (checked: they cannot replace the harness's)
-        **dict(entry.env if entry else ()),
+        **entry_env,
         "PROMPT": prompt,
         "NUM_GPUS": str(cell.num_gpus),
         "NUM_HOURS": cell.hours,
@@ -48,7 +56,7 @@ def agent_variables(campaign: Campaign, cell: Cell, agent: AgentSpec, task: Task
     # grader and judge keys never reach an agent (the config check refuses such a
     # campaign; this keeps it so for any caller)
     grader_keys = campaign.settings.grader_key_names
-    names = [n for n in allowed_env_names(agent, task.required_api_keys) if n not in grader_keys]
+    names = [n for n in allowed_env_names(agent, task.required_api_keys) if n not in grader_keys and n not in hidden]
     return AgentVariables(values, names)
 
 

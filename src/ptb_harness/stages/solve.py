@@ -13,6 +13,7 @@ preflight (``preflight``), reprompt (``reprompt``), delivery of what the agent l
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -32,6 +33,7 @@ from ptb_harness.runtime.sandbox import Launch
 from ptb_harness.stages.agent_launch import agent_variables
 from ptb_harness.stages.attempts import begin_attempt, update_attempt
 from ptb_harness.stages.job_dir import prepare_job_dir, render_prompt, write_timer
+from ptb_harness.stages.llm_gateway import cell_gateway, llm_record
 from ptb_harness.stages.preflight import run_preflight
 from ptb_harness.stages.reprompt import resume_while_asked
 from ptb_harness.stages.solve_delivery import deliver_outputs, keep_agent_files
@@ -65,9 +67,9 @@ def run_solve(
     with job_gpu_set(cell.num_gpus, site.gpu.assignment, host_env, nvml) as gpu_set:
         run = _prepare(campaign, cell, host_env, gpu_set, nvml, cell_dir, n)
         try:
-            result, launch, resumes = _launch(run)
+            result, launch, resumes, llm = _launch(run)
             delivered = deliver_outputs(run, final_model, raw_trace)
-            record = solve_record(run, result, launch, resumes, delivered)
+            record = solve_record(run, result, launch, resumes, delivered, llm)
             atomic_write_json(solve_json, record)
             update_attempt(cell_dir, n, ended_at=iso_utc(time.time()), status="done")
         except Interrupted as e:
@@ -126,26 +128,32 @@ def _prepare(
     )
 
 
-def _launch(run: SolveRun) -> tuple[ProcessResult, Launch, list[dict]]:
-    """The CUDA preflight (cells with GPUs), then the agent under its time limit, resumed
-    while its entry asks for it and time is left. Returns how it ended (over all turns),
-    its first launch and the resumes."""
+def _launch(run: SolveRun) -> tuple[ProcessResult, Launch, list[dict], dict | None]:
+    """The CUDA preflight (cells with GPUs), then the cell's LLM gateway and the agent
+    under its time limit, resumed while its entry asks for it and time is left. Returns
+    how it ended (over all turns), its first launch, the resumes and the gateway's meter."""
     site = run.campaign.settings.site
     with hf_cache_view(site.hf_cache, run.job.root) as hf_view:
         if run.cell.num_gpus:
             run_preflight(run, hf_view)
-        launch = run.launch(hf_view)
-        log.info(
-            "agent %s starts (runtime %s): budget %.0f s, stopped at %.0f s",
-            run.cell.agent,
-            site.runtime.runtime,
-            run.budget_s,
-            run.limit_s,
-        )
-        # recorded BEFORE the agent starts: an agent can kill the harness at once, and a
-        # try it had must never read as one it did not
-        update_attempt(run.cell_dir, run.attempt, status="agent started")
-        result = run.run_agent(launch, run.limit_s)
-        result, resumes = resume_while_asked(run, hf_view, result)
+        with cell_gateway(run.campaign, run.cell, run.agent, run.host_env, run.cell_dir, run.attempt) as gateway:
+            run = dataclasses.replace(run, gateway=gateway)
+            launch = run.launch(hf_view)
+            log.info(
+                "agent %s starts (runtime %s): budget %.0f s, stopped at %.0f s",
+                run.cell.agent,
+                site.runtime.runtime,
+                run.budget_s,
+                run.limit_s,
+            )
+            # recorded BEFORE the agent starts: an agent can kill the harness at once, and a
+            # try it had must never read as one it did not
+            update_attempt(run.cell_dir, run.attempt, status="agent started")
+            result = run.run_agent(launch, run.limit_s)
+            result, resumes = resume_while_asked(run, hf_view, result)
+            llm = llm_record(gateway, result)
     log.info("agent %s after %.1f s", describe(result), result.duration_s)
-    return result, launch, resumes
+    if llm is not None:
+        used = {k: llm[k] for k in ("requests", "input_tokens", "output_tokens", "cost_usd")}
+        log.info("LLM use (gateway): %s", used)
+    return result, launch, resumes, llm

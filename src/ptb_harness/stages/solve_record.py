@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 
 from ptb_harness import __version__
@@ -14,18 +15,34 @@ from ptb_harness.stages.attempts import earlier_attempts
 from ptb_harness.stages.solve_run import SolveRun
 
 
+def end_of(result: ProcessResult, llm: dict | None) -> tuple[str, str]:
+    """(status, description) of how the agent ended: a stop because its LLM budget was
+    spent is ``llm_budget_exhausted`` (its model is scored, as after a timeout)."""
+    if result.status == "stopped" and llm is not None and llm.get("exhausted"):
+        how = signal.Signals(result.signal).name if result.signal else "?"
+        return "llm_budget_exhausted", f"stopped at its LLM budget ({llm['exhausted']}; {how})"
+    return result.status, describe(result)
+
+
 def solve_record(
-    run: SolveRun, result: ProcessResult, launch: Launch, resumes: list[dict], delivered: Delivery
+    run: SolveRun,
+    result: ProcessResult,
+    launch: Launch,
+    resumes: list[dict],
+    delivered: Delivery,
+    llm: dict | None = None,
 ) -> dict:
     """The solve record of one try: ``result`` is how the agent ended over all its turns,
-    ``launch`` its first launch, ``delivered`` what of final_model/ reached the cell dir."""
+    ``launch`` its first launch, ``delivered`` what of final_model/ reached the cell dir,
+    ``llm`` the LLM gateway's meter (None: the agent has no gateway)."""
     cell, site = run.cell, run.campaign.settings.site
-    return {
+    status, description = end_of(result, llm)
+    record = {
         "cell": cell.wildcards,
-        "status": result.status,
+        "status": status,
         "exit_code": result.exit_code,
         "signal": result.signal,
-        "description": describe(result),
+        "description": description,
         "started_at": iso_utc(result.started_at),
         "ended_at": iso_utc(result.ended_at),
         "duration_s": round(result.duration_s, 3),
@@ -51,3 +68,6 @@ def solve_record(
         "attempt": run.attempt,
         "earlier_attempts": earlier_attempts(run.cell_dir, run.attempt),
     }
+    if llm is not None:
+        record["llm"] = llm
+    return record

@@ -12,6 +12,7 @@ from typing import Any
 from ptb_harness.campaign.agents import AgentSpec
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.campaign.tasks import TaskSpec
+from ptb_harness.gateway.process import GatewayProcess
 from ptb_harness.gpu.cellset import GpuSet
 from ptb_harness.gpu.monitor import GpuMonitor
 from ptb_harness.runtime.procs import ProcessResult
@@ -19,6 +20,7 @@ from ptb_harness.runtime.sandbox import Launch, Sandbox
 from ptb_harness.stages.agent_launch import AgentVariables, agent_request
 from ptb_harness.stages.attempts import update_attempt
 from ptb_harness.stages.job_dir import JobDir
+from ptb_harness.stages.llm_gateway import agent_env
 
 #: the agent's view of the HF cache: (host dir to bind, read-only), from runtime.hf_cache
 HfView = tuple[Path | None, bool]
@@ -46,6 +48,8 @@ class SolveRun:
     attempt: int
     #: sha256 of the job dir's copy of solve.sh, taken before the agent could change it
     solve_sh_sha256: str
+    #: the cell's LLM gateway while the agent runs (agents whose agent.json has "llm")
+    gateway: GatewayProcess | None = None
 
     @property
     def gpus(self) -> list[str]:
@@ -63,9 +67,8 @@ class SolveRun:
         command: list[str] | None = None,
         extra_env: Mapping[str, str] | None = None,
     ) -> Launch:
-        request = agent_request(
-            self.campaign, self.cell, self.job, self.variables, self.gpus, hf_view, command, extra_env
-        )
+        env = {**agent_env(self.gateway), **(extra_env or {})}
+        request = agent_request(self.campaign, self.cell, self.job, self.variables, self.gpus, hf_view, command, env)
         return Sandbox(self.campaign.settings.site.runtime, self.host_env).launch(request)
 
     def run_agent(self, launch: Launch, budget_s: float, *, append: bool = False) -> ProcessResult:
@@ -82,4 +85,8 @@ class SolveRun:
                 append=append,
                 on_start=lambda pid: update_attempt(self.cell_dir, self.attempt, agent_pid=pid),
                 max_output_bytes=site.trace_max_bytes,
+                # stopped when its LLM budget is spent or its gateway died; the gateway
+                # (our child) is no leftover of the agent's
+                stop=self.gateway.stop_agent if self.gateway else None,
+                spare=(self.gateway.pid,) if self.gateway else (),
             )

@@ -11,10 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls")
+#: The most one event may add to a field: a larger (or negative, or not finite) number in
+#: a trace is no usage (a tool writing into the CLI's stdout can forge events).
+MAX_PER_EVENT = {"cost_usd": 10_000.0}
+MAX_COUNT_PER_EVENT = 10**10
 
 
-def _number(value: Any) -> float | None:
+def _number(value: Any, field: str = "") -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not 0 <= value <= MAX_PER_EVENT.get(field, MAX_COUNT_PER_EVENT):  # NaN fails too
         return None
     return value
 
@@ -31,8 +37,8 @@ class Usage:
     sessions: int | None = None
 
     def add(self, field: str, *values: Any) -> None:
-        """Add the numbers given (ignoring anything that is not one) to a field."""
-        numbers = [v for v in (_number(x) for x in values) if v is not None]
+        """Add the numbers given (ignoring anything that is not one, negative or absurd) to a field."""
+        numbers = [v for v in (_number(x, field) for x in values) if v is not None]
         if numbers:
             setattr(self, field, (getattr(self, field) or 0) + sum(numbers))
 

@@ -1,0 +1,149 @@
+"""The cell's LLM gateway in the solve stage: started before the agent, outside its
+sandbox, stopped after its last turn; what it metered goes into solve.json's ``llm``.
+
+Only agents whose agent.json has ``"llm"`` get one. Their API keys never reach the
+sandbox: the harness reads the key from the launching environment (the first of the
+agent's api_keys.json names that is set) and hands it to the gateway on a pipe; the
+agent gets ``PTB_LLM_BASE_URL`` (the gateway) and ``PTB_LLM_TOKEN`` (a random token for
+this attempt, the only credential the gateway accepts), and its solve.sh points its CLI
+at them. The entry's base-URL variable (``llm.base_url_env``) is the gateway's upstream.
+
+Until the sandbox gives each cell a network of its own, the gateway listens on a
+loopback TCP port under every runtime (the token keeps other cells' agents out).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ptb_harness.campaign.agents import AgentSpec
+from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.core import cell_files
+from ptb_harness.core.errors import HarnessError
+from ptb_harness.gateway.config import GatewayConfig
+from ptb_harness.gateway.meter import Limits
+from ptb_harness.gateway.process import GatewayError, GatewayProcess
+from ptb_harness.runtime.procs import ProcessResult
+from ptb_harness.traces.redact import secrets_from_env
+
+log = logging.getLogger("ptb_harness.stages.solve")
+
+#: The agent's variables for its gateway.
+BASE_URL_VAR, TOKEN_VAR = "PTB_LLM_BASE_URL", "PTB_LLM_TOKEN"
+#: How many provider failures in a row, at the end of a session the agent ended itself,
+#: make the solve an infrastructure failure (a CLI retries a few times, then gives up).
+PROVIDER_FAILURE_STREAK = 3
+
+
+def cell_limits(campaign: Campaign, cell: Cell) -> Limits:
+    """solve.llm_budget, with the keys the entry's llm_budget names replaced."""
+    base = campaign.settings.solve.llm_budget.record()
+    entry = campaign.agent_entries.get(cell.agent)
+    return Limits(**{**base, **dict(entry.llm_budget if entry else ())})
+
+
+def upstream_of(agent: AgentSpec, entry_env: dict[str, str]) -> str:
+    assert agent.llm is not None
+    return entry_env.get(agent.llm.base_url_env) or agent.llm.default_base_url
+
+
+def real_key(agent: AgentSpec, host_env: dict[str, str] | Any) -> tuple[str, str]:
+    """(name, value) of the first of the agent's key variables that is set."""
+    for name in agent.api_keys:
+        if host_env.get(name):
+            return name, host_env[name]
+    raise HarnessError(
+        f"agent {agent.name}: none of its API key variables ({', '.join(agent.api_keys) or 'none in api_keys.json'}) "
+        "is set in the launching environment"
+    )
+
+
+def _rotate_log(cell_dir: Path) -> None:
+    """An earlier attempt's llm_log.jsonl moves aside (llm_log.attempt-<k>.jsonl)."""
+    path = cell_dir / cell_files.LLM_LOG
+    if not path.exists():
+        return
+    with open(path, "rb") as f:
+        first = f.readline(4096)
+    k = "earlier"
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        k = str(int(json.loads(first)["attempt"]))
+    path.rename(cell_dir / f"llm_log.attempt-{k}.jsonl")
+
+
+@contextlib.contextmanager
+def cell_gateway(
+    campaign: Campaign, cell: Cell, agent: AgentSpec, host_env: Any, cell_dir: Path, attempt: int
+) -> Iterator[GatewayProcess | None]:
+    """The cell's gateway while the agent runs (None for an agent without "llm")."""
+    if agent.llm is None:
+        yield None
+        return
+    entry = campaign.agent_entries.get(cell.agent)
+    key_name, key = real_key(agent, host_env)
+    solve = campaign.settings.solve
+    _rotate_log(cell_dir)
+    config = GatewayConfig(
+        upstream=upstream_of(agent, dict(entry.env if entry else ())),
+        key=key,
+        token=f"ptbgw-{secrets.token_hex(24)}",
+        protocol=agent.llm.protocol,  # type: ignore[arg-type]
+        log_path=cell_dir / cell_files.LLM_LOG,
+        limits=cell_limits(campaign, cell),
+        prices=dict(solve.llm_prices),
+        secrets={**secrets_from_env([*agent.api_keys, *campaign.settings.grader_key_names], host_env), key_name: key},
+        max_body_bytes=solve.llm_log_max_body_kb * 1024,
+        attempt=attempt,
+    )
+    gateway = GatewayProcess(config, host_env, cell_dir / cell_files.GATEWAY_LOG)
+    try:
+        gateway.start()
+    except GatewayError as e:
+        raise HarnessError(str(e)) from None
+    log.info("LLM gateway pid %d on 127.0.0.1:%s, upstream %s", gateway.pid, gateway.port, config.upstream)
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+
+
+def agent_env(gateway: GatewayProcess | None) -> dict[str, str]:
+    """The agent's variables for its gateway (none without one)."""
+    if gateway is None:
+        return {}
+    return {BASE_URL_VAR: f"http://127.0.0.1:{gateway.port}", TOKEN_VAR: gateway.config.token}
+
+
+def llm_record(gateway: GatewayProcess | None, result: ProcessResult) -> dict[str, Any] | None:
+    """solve.json's ``llm``: the gateway's meter once it is stopped. Raises HarnessError
+    (the solve is the infrastructure's failure, a rerun repeats it as attempt N) when the
+    gateway died, or the provider failed the last calls of a session the agent ended."""
+    if gateway is None:
+        return None
+    summary = gateway.stop()
+    death = gateway.death()
+    if death is not None or summary is None:
+        raise HarnessError(death or "the LLM gateway gave no summary when stopped")
+    failure = provider_failure(summary, result)
+    if failure is not None:
+        raise HarnessError(failure)
+    return summary
+
+
+def provider_failure(summary: dict[str, Any], result: ProcessResult) -> str | None:
+    """Why the session's end was the provider's doing, or None: the agent ended by itself
+    (not at its time or LLM budget) after the provider failed its last calls (5xx, 429,
+    the key refused, unreachable): 3 in a row, or 1 when the CLI then exited non-zero."""
+    streak = int(summary.get("provider_failure_streak") or 0)
+    if result.status in ("timeout", "stopped") or streak == 0:
+        return None
+    if streak < PROVIDER_FAILURE_STREAK and result.status == "exited" and result.exit_code == 0:
+        return None
+    statuses = ", ".join(f"{s}: {n}" for s, n in (summary.get("statuses") or {}).items())
+    return f"the LLM provider failed the last {streak} model call(s) of the session (HTTP statuses {statuses})"
