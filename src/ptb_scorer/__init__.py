@@ -8,7 +8,9 @@ harness's scoring copy both run it.
 
 - ``model``: checks a final_model and picks its chat template from config.json.
 - ``engine``: runs an inspect_ai task on vLLM or transformers and writes metrics.json.
-- ``contained``: runs model-written code in a limited child process.
+- ``contained``: runs model-written code in a limited child process (namespaces, rlimits, uid).
+- ``proxied_check``, ``proxy_runtime``: HumanEval's check, the tests in a checker process and
+  the model's code in an answer process, only plain values between them.
 - ``tasks``: the five benchmarks as inspect Tasks.
 - ``cli``: the evaluate.py command line shared by the tasks.
 - ``grader``: the client of grader models on OpenAI-compatible endpoints (also the harness's judge's).

@@ -1,7 +1,8 @@
 """The benchmarks as inspect Tasks, built on inspect_evals at the pinned version.
 
 gsm8k and aime2025 are inspect_evals' own tasks. humaneval is inspect_evals' task with
-its code check run contained (:mod:`ptb_scorer.contained`) instead of in a docker or
+its check proxied (:mod:`ptb_scorer.proxied_check`: the tests in a checker process, the
+model's code in a contained answer process) instead of one program in a docker or
 unsandboxed "local" sandbox. gpqamain is our own Task (inspect_evals ships only
 gpqa_diamond, from a CSV): upstream PostTrainBench's gated HF ``Idavidrein/gpqa``
 gpqa_main, multiple choice with chain of thought, choices shuffled with a fixed seed.
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+#: how humaneval decides a sample (ptb_scorer.proxied_check), recorded in metrics.json
+HUMANEVAL_CHECK = "proxied/v1: checker process + one answer process per sample, plain values only"
 #: gpqamain's choice shuffle seed (inspect_evals' gpqa default), recorded in metrics.json
 GPQA_SHUFFLE_SEED = 42
 
@@ -41,13 +44,15 @@ def _aime2025() -> Any:
 
 
 def contained_verify(limits: Any = None) -> Any:
-    """humaneval's check (prompt + completion + tests + check(entry_point)), run contained."""
+    """humaneval's check(entry_point), with the model's code apart from the tests
+    (:mod:`ptb_scorer.proxied_check`): a sample passes only on the checker's verdict."""
     import anyio
     from inspect_ai.scorer import CORRECT, INCORRECT, Score, Target, accuracy, scorer, stderr
     from inspect_ai.solver import TaskState
     from inspect_evals.humaneval.humaneval import find_code
 
-    from ptb_scorer.contained import Limits, run_python
+    from ptb_scorer.contained import Limits
+    from ptb_scorer.proxied_check import check
 
     limits = limits or Limits()
 
@@ -56,13 +61,19 @@ def contained_verify(limits: Any = None) -> Any:
         async def score(state: TaskState, target: Target) -> Score:
             answer = find_code(state.output.completion)
             meta = state.metadata
-            code = "".join([meta["prompt"], answer, "\n", meta["test"], "\n", f"check({meta['entry_point']})"])
-            res = await anyio.to_thread.run_sync(run_python, code, limits)
+            res = await anyio.to_thread.run_sync(
+                check, meta["prompt"], answer, meta["test"], meta["entry_point"], limits
+            )
             return Score(
                 value=CORRECT if res.passed else INCORRECT,
                 answer=answer,
-                explanation=f"{res.reason}: {res.stderr[-1000:]}",
-                metadata={"reason": res.reason, "duration_s": res.duration_s, "contained": res.applied},
+                explanation=res.explanation[-4000:],
+                metadata={
+                    "reason": res.reason,
+                    "calls": res.calls,
+                    "duration_s": res.duration_s,
+                    "contained": res.applied,
+                },
             )
 
         return score
@@ -101,7 +112,7 @@ def _bfcl() -> Any:
 
 TASKS: dict[str, TaskDef] = {
     "gsm8k": TaskDef(_gsm8k, settings={"fewshot": 10}),
-    "humaneval": TaskDef(_humaneval),
+    "humaneval": TaskDef(_humaneval, settings={"humaneval_check": HUMANEVAL_CHECK}),
     "aime2025": TaskDef(_aime2025),
     "gpqamain": TaskDef(gpqamain_task, settings={"shuffle_seed": GPQA_SHUFFLE_SEED, "cot": True}),
     "bfcl": TaskDef(_bfcl, tool_calling=True, settings={"categories": ["exec_simple"]}),

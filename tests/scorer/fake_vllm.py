@@ -1,7 +1,8 @@
 """A stand-in for `vllm serve` (vLLM cannot be installed on these CPU machines): installed
 as an executable named `vllm` on PATH, it records its argv and every request body to
 $FAKE_VLLM_LOG (JSON lines) and answers the OpenAI-compatible API that inspect's vLLM
-provider speaks, each completion being $FAKE_VLLM_REPLY. Standard library only."""
+provider speaks, each completion being $FAKE_VLLM_REPLY, or, with $FAKE_VLLM_REPLIES (a JSON file of
+{marker: reply}), the reply whose marker the request's messages contain. Standard library only."""
 
 import json
 import os
@@ -10,6 +11,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOG = os.environ["FAKE_VLLM_LOG"]
 REPLY = os.environ.get("FAKE_VLLM_REPLY", "ANSWER: 0")
+REPLIES = {}
+if os.environ.get("FAKE_VLLM_REPLIES"):
+    with open(os.environ["FAKE_VLLM_REPLIES"]) as f:
+        REPLIES = json.load(f)
+
+
+def reply_for(body):
+    text = json.dumps(body.get("messages", []))
+    return next((reply for marker, reply in REPLIES.items() if marker in text), REPLY)
 
 
 def record(kind, obj):
@@ -50,7 +60,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, {
             "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": model,
             "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": REPLY}}],
+                         "message": {"role": "assistant", "content": reply_for(body)}}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
         })
 

@@ -7,6 +7,7 @@ locations once, at import: the in-process tests import them inside that window.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -78,3 +79,27 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from ptb_harness.demo.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
+
+
+def fake_vllm(tmp_path: Path, reply: str, replies: dict[str, str] | None = None) -> tuple[dict, Path]:
+    """PATH with the stand-in `vllm` executable, PYTHONPATH with an empty `vllm` package
+    (inspect's provider checks that vllm imports before it starts the server). `replies`:
+    {marker: reply}, the reply for a request whose messages hold the marker."""
+    bin_dir, pkg = tmp_path / "bin", tmp_path / "pkg" / "vllm"
+    bin_dir.mkdir()
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("# stand-in: the real vLLM is not installed here\n")
+    exe = bin_dir / "vllm"
+    exe.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "fake_vllm.py").read_text())
+    exe.chmod(0o755)
+    log = tmp_path / "vllm.jsonl"
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PYTHONPATH": str(tmp_path / "pkg"),
+        "FAKE_VLLM_LOG": str(log),
+        "FAKE_VLLM_REPLY": reply,
+    }
+    if replies is not None:
+        (tmp_path / "replies.json").write_text(json.dumps(replies))
+        env["FAKE_VLLM_REPLIES"] = str(tmp_path / "replies.json")
+    return env, log

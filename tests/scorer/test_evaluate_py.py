@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from scorer_env import SCORER_ENV, hf_home, tiny_model
+from scorer_env import SCORER_ENV, fake_vllm, hf_home, tiny_model
 
 TASKS = REPO / "tasks"
 
@@ -66,26 +66,6 @@ def test_missing_dataset_is_one_line_not_minutes_of_retries(tiny_model, tmp_path
     res = evaluate("aime2025", tiny_model, tmp_path / "m.json", env=env, timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stdout + res.stderr
     assert "PTB_SCORER_ERROR: dataset missing: dataset math-ai/aime25 (default) not in" in res.stdout
-
-
-def fake_vllm(tmp_path: Path, reply: str) -> tuple[dict, Path]:
-    """PATH with the stand-in `vllm` executable, PYTHONPATH with an empty `vllm` package
-    (inspect's provider checks that vllm imports before it starts the server)."""
-    bin_dir, pkg = tmp_path / "bin", tmp_path / "pkg" / "vllm"
-    bin_dir.mkdir()
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("# stand-in: the real vLLM is not installed here\n")
-    exe = bin_dir / "vllm"
-    exe.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "fake_vllm.py").read_text())
-    exe.chmod(0o755)
-    log = tmp_path / "vllm.jsonl"
-    env = {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "PYTHONPATH": str(tmp_path / "pkg"),
-        "FAKE_VLLM_LOG": str(log),
-        "FAKE_VLLM_REPLY": reply,
-    }
-    return env, log
 
 
 def records(log: Path, kind: str) -> list:
