@@ -13,6 +13,10 @@ status or returns an object equal to everything passes. Here two contained proce
   process per sample (as upstream's answer sandbox: one process per connection, i.e. per
   sample). It sees the arguments of each call, never the test or the expected values.
 
+Where the answer cannot get another uid (an unprivileged scorer), the scorer makes itself
+non-dumpable too, so the answer still cannot reach the checker's or the scorer's memory
+or pipes; it can still signal them (a failed attempt, never a forged score).
+
 The sample passes only when the checker exited 0 and wrote exactly one verdict line,
 ``PTB_CHECK_DONE <calls>`` with at least one call, before the sample's deadline. The
 answer cannot write that line (it has no handle on the checker's verdict pipe, and a
@@ -109,11 +113,22 @@ def _stop(procs: list[subprocess.Popen]) -> None:
                     f.close()
 
 
+def harden_scorer() -> None:
+    """Make the scorer's own process non-dumpable: where the answer cannot get another uid
+    (an unprivileged scorer, e.g. in bwrap's capability-less user namespace), a process of
+    the same uid can then neither trace it nor open its memory or its pipes through /proc."""
+    import ctypes
+
+    PR_SET_DUMPABLE = 4
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
 def check(prompt: str, answer: str, test: str, entry_point: str, limits: Limits | None = None) -> CheckResult:
     """Run HumanEval's ``check(entry_point)`` on prompt + answer, proxied, under one
     deadline of ``limits.timeout_s`` for the whole sample. Raises HarnessFailure when the
     test passed a value the proxy cannot send."""
     limits = limits or Limits()
+    harden_scorer()
     t0 = time.monotonic()
     deadline = t0 + limits.timeout_s
     root = work_root(limits)  # one per sample: the answer's dir and the checker's, beside it
