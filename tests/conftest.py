@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -137,3 +138,38 @@ def cell_dir(workdir: Path, agent: str, task: str = "fake", model: str = "m1", h
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return make_workdir(tmp_path / "campaign")
+
+
+# -- a faked NVIDIA driver (tests of the bwrap GPU fence) ---------------------------------
+
+INFORMATION = """Model: \t\t NVIDIA H200
+IRQ:   \t\t 147
+GPU UUID: \t GPU-{uuid}
+Video BIOS: \t 96.00.a5.00.01
+Bus Type: \t PCIe
+DMA Size: \t 52 bits
+DMA Mask: \t 0xfffffffffffff
+Bus Location: \t {bus}
+Device Minor: \t {minor}
+GPU Excluded:\t No
+"""
+#: three cards as the driver lists them; the minors are not the bus order
+CARDS = [("0000:18:00.0", "aaaa1111", 2), ("0000:2a:00.0", "bbbb2222", 0), ("0000:3a:00.0", "cccc3333", 1)]
+
+
+def fake_nvidia_root(root: Path) -> Path:
+    """A STAND-IN for a node's NVIDIA driver (no GPU exists here or in CI), for the bwrap
+    GPU fence (site.gpu_device_root): dev/nvidia{0,1,2}, nvidiactl, nvidia-uvm, nvidia-uvm-tools (no nvidia-modeset: a
+    headless node) and proc/driver/nvidia/gpus/<bus>/information for the three cards."""
+    (root / "dev").mkdir(parents=True)
+    for name in ("nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
+        path = root / "dev" / name
+        if os.geteuid() == 0:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+        else:
+            path.write_text("")
+    for bus, uuid, minor in CARDS:
+        d = root / "proc/driver/nvidia/gpus" / bus
+        d.mkdir(parents=True)
+        (d / "information").write_text(INFORMATION.format(uuid=uuid, bus=bus, minor=minor))
+    return root

@@ -214,9 +214,12 @@ def check_images(site: Site) -> list[Check]:
 
 
 def check_nvccli(site: Site) -> Check:
+    if site.runtime.runtime == "bwrap":
+        return Check("GPU fence", True, "bwrap binds only each cell's cards' device files (isolate_gpus: apptainer)")
     if not site.runtime.isolate_gpus:
+        what = "the agent runs on the host" if site.runtime.runtime == "none" else "apptainer sandboxes"
         return Check(
-            "isolate_gpus", True, "off (sandboxes see every card of the node; CUDA_VISIBLE_DEVICES limits use)"
+            "isolate_gpus", True, f"off ({what}: every card of the node; CUDA_VISIBLE_DEVICES limits use, not a fence)"
         )
     version = _version(["nvidia-container-cli", "--version"])
     if version is None:

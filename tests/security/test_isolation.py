@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import campaign_config, make_workdir, write_agent, write_config, write_task
+from conftest import campaign_config, fake_nvidia_root, make_workdir, write_agent, write_config, write_task
 from conftest import cell_dir as _cell_dir
 from hostile import harness_run, ptb, write_profile
 
@@ -102,6 +102,7 @@ with open("/proc/self/mountinfo") as f:
             print("SUID_MOUNT", fields[4])
 PY
 unshare --user true 2>/dev/null && echo "NESTED_USERNS allowed" || echo "NESTED_USERNS refused"
+echo "NVIDIA_FILES $(ls /dev | grep -i nvidia | tr '\n' ' ')"
 """
 
 #: what of the network it reaches: the targets are filled in when the services are up
@@ -235,7 +236,16 @@ def walls(request, tmp_path_factory, network_targets):
         write_agent(workdir, name, body.replace("TARGETS", repr(targets)))
     (workdir / "host_file.txt").write_text(HOST_FILE)
     write_config(workdir, campaign_config(agents=list(ATTEMPTS), hours=[float(HOURS)]))
-    profile = write_profile(root, runtime=runtime, solve_resources={"cpus": 1}, evaluate_resources={"cpus": 1})
+    # the bwrap GPU fence reads a faked driver with three cards (no GPU here): these CPU
+    # cells must get none of their device files
+    gpu_root = fake_nvidia_root(root / "fake-nvidia")
+    profile = write_profile(
+        root,
+        runtime=runtime,
+        gpu_device_root=str(gpu_root),
+        solve_resources={"cpus": 1},
+        evaluate_resources={"cpus": 1},
+    )
     run = harness_run(workdir, profile)
     assert "Traceback" not in run.stderr.replace("Traceback (most recent call last)", ""), run.stderr[-3000:]
     data = json.loads(ptb(workdir, profile, "status", "--json"))
@@ -293,6 +303,7 @@ def test_no_capability_no_proc_sys_no_raw_socket(walls):
         assert one("RAW_SOCKET") == "EPERM" and one("PACKET_SOCKET") == "EPERM"
         assert one("NESTED_USERNS") == "refused"
         assert said(workdir, "privileges", "SUID_MOUNT") == []
+        assert said(workdir, "privileges", "NVIDIA_FILES") == [""]  # the fence: no card for a CPU cell
     else:
         # what runtime none really gives an agent: the harness's own privileges and host
         assert (int(one("CapEff"), 16) != 0) == ROOT and one("NoNewPrivs") == "0"

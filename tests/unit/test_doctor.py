@@ -68,6 +68,7 @@ def test_images(tmp_path):
 def test_nvccli_only_matters_when_isolating():
     assert check_nvccli(typed(SITE)).ok
     assert not check_nvccli(typed({**SITE, "isolate_gpus": True})).ok  # no nvidia-container-cli on this machine
+    assert "only each cell's cards" in check_nvccli(typed({**SITE, "runtime": "bwrap"})).detail
 
 
 def test_hf_cache_modes(tmp_path):

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptb_harness.core.errors import ConfigError
+from ptb_harness.runtime.gpu_fence import gpu_fence
 from ptb_harness.runtime.procs import ProcessResult, run_budgeted
 from ptb_harness.runtime.sandbox_settings import Bind, Role, RuntimeSettings
 from ptb_harness.runtime.userns import bwrap_version, check_userns
@@ -345,7 +346,7 @@ class Sandbox:
         exe = self.bwrap_executable()
         internet = self.settings.network == "internet"
         argv = [exe, *bwrap_isolation(bwrap_version(exe)), *_bwrap_system(internet)]
-        argv += self._bwrap_proc_dev()
+        argv += self._bwrap_proc_dev(r.gpus)
         argv += ["--bind", str(r.job_home), home, "--bind", str(r.job_tmp), "/tmp"]
         argv += _bwrap_binds([*self._shared_binds(r), *extra])
         argv += _bwrap_endpoint_binds(r.endpoints)
@@ -357,8 +358,9 @@ class Sandbox:
         # bwrap's own environment is the sandbox's: its children inherit exactly it
         return Launch(argv, inner, r.job_home, sorted(inner))
 
-    def _bwrap_proc_dev(self) -> list[str]:
-        """/proc (its sysctls read-only), /dev with its own /dev/shm, the GPU device files."""
+    def _bwrap_proc_dev(self, gpus: Sequence[str]) -> list[str]:
+        """/proc (its sysctls read-only), /dev with its own /dev/shm, the device files of
+        the cell's GPUs and nothing of the other cards (see runtime.gpu_fence)."""
         # /proc/sys read-only: as the host's root the agent's uid owns its files (0644 root),
         # and bwrap covers /proc/sys only where access(W_OK) on the directory (0555) says it
         # is writable, so kernel.core_pattern and the rest would stay writable to it
@@ -366,11 +368,7 @@ class Sandbox:
         if self.settings.shm_bytes:
             # a sized /dev/shm of its own: bwrap's /dev tmpfs would take half of RAM
             argv += ["--perms", "1777", "--size", str(self.settings.shm_bytes), "--tmpfs", "/dev/shm"]
-        for dev in sorted(Path("/dev").glob("nvidia*")):
-            # every card's device file, as apptainer --nv without --nvccli:
-            # CUDA_VISIBLE_DEVICES names the cell's cards
-            argv += ["--dev-bind", str(dev), str(dev)]
-        return argv
+        return argv + gpu_fence(gpus, Path(self.settings.gpu_device_root)).bwrap_args()
 
 
 def _bwrap_system(internet: bool) -> list[str]:

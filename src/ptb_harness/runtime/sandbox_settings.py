@@ -44,6 +44,8 @@ class RuntimeSettings:
     #: a bwrap sandbox's network (site.network): ``internet`` (its own namespace through
     #: slirp4netns, the host unreachable) or ``none`` (its own namespace, loopback only)
     network: str = "internet"
+    #: where the bwrap GPU fence finds dev/nvidia* and proc/driver/nvidia/gpus (site.gpu_device_root)
+    gpu_device_root: str = "/"
 
     def image(self, role: Role) -> str | None:
         return self.agent_image if role == "agent" else self.scorer_image
