@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from ptb_harness.core.errors import HarnessError
+from ptb_harness.core.text import TerminalLogFormatter, terminal_line
 
 
 def _campaign_args(p: argparse.ArgumentParser) -> None:
@@ -48,8 +49,9 @@ def _collect(args: argparse.Namespace) -> int:
     views = write_views(table, paths, campaign.results_dir, f"campaign {campaign.name}")
     counts = table["outcome"].value_counts().to_dict()
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
-    print(f"{len(table)} cells ({summary}); tables in {paths['cells'].parent}, plots in {paths['time_png'].parent}")
-    print(f"viewer: {paths['viewer']} ({views.summary()})")
+    tables, plots = paths["cells"].parent, paths["time_png"].parent
+    print(terminal_line(f"{len(table)} cells ({summary}); tables in {tables}, plots in {plots}"))
+    print(terminal_line(f"viewer: {paths['viewer']} ({views.summary()})"))
     return 0
 
 
@@ -101,7 +103,7 @@ def _prefetch(args: argparse.Namespace) -> int:
 
     missing = prefetch(load_config_files(args.workdir, args.profile, args.campaign), dry_run=args.dry_run)
     if missing:
-        print(f"missing from the HF cache: {'; '.join(missing)}")
+        print(terminal_line(f"missing from the HF cache: {'; '.join(missing)}"))
         return 1
     print("the HF cache holds everything the campaign's scoring reads")
     return 0
@@ -113,12 +115,14 @@ def _reap(args: argparse.Namespace) -> int:
     from ptb_harness.gpu.cellset import resolve_gpu_set
     from ptb_harness.gpu.reap import ReapPolicy, reap
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(TerminalLogFormatter("%(message)s"))  # a victim's command line is its owner's text
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     policy = ReapPolicy(args.mode, args.scope, args.wait)
     gpu_set = resolve_gpu_set(os.environ, args.gpus)
     report = reap(gpu_set, policy, dry_run=args.dry_run)
     if report.note:
-        print(f"reap {args.mode}: {report.note}")
+        print(terminal_line(f"reap {args.mode}: {report.note}"))
         return 0
     verb = "would kill" if args.dry_run else "killed"
     print(
@@ -154,7 +158,7 @@ def _parse_trace(args: argparse.Namespace) -> int:
         solve = SolveRecord.read(args.solve_json) if args.solve_json else None
         UsageRecord.from_dict(usage_record(stats.usage, solve.llm if solve else None)).write(Path(args.usage))
     # one line for the harness's log, however many lines could not be parsed
-    print(stats.summary(), file=sys.stderr)
+    print(terminal_line(stats.summary()), file=sys.stderr)
     return 0
 
 
@@ -264,10 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except HarnessError as e:
-        print(f"ptb-harness {args.command}: {e}", file=sys.stderr)
+        print(terminal_line(f"ptb-harness {args.command}: {e}"), file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"ptb-harness {args.command}: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+        print(terminal_line(f"ptb-harness {args.command}: {e.filename or ''}: {e.strerror}"), file=sys.stderr)
         return 1
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ptb_harness.campaign.cells import Campaign
 from ptb_harness.campaign.settings import Site
+from ptb_harness.core.text import terminal_line
 from ptb_harness.runtime.agent_cli import installed_version, pinned_versions
 from ptb_harness.runtime.sandbox_settings import RuntimeSettings
 
@@ -33,8 +34,9 @@ class Check:
     fix: str = ""
 
     def line(self) -> str:
-        text = f"{'OK  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"
-        return text if self.ok or not self.fix else f"{text} -- fix: {self.fix}"
+        """One terminal line: a detail quoting a tool's or a sandbox's output stays one line."""
+        text = terminal_line(f"{'OK  ' if self.ok else 'FAIL'} {self.name}: {self.detail}")
+        return text if self.ok or not self.fix else f"{text} -- fix: {terminal_line(self.fix)}"
 
 
 def _version(argv: list[str]) -> str | None:

@@ -252,3 +252,36 @@ def test_the_base_agents_own_failed_cells_never_fall_back_to_themselves():
     table = with_fallback(_table(rows), {"missing": "base_model"})
     assert list(table["substituted"]) == [False, False, True]
     assert pd.isna(table.loc[1, "score"]) and table.loc[2, "score"] == pytest.approx(0.3)
+
+
+def test_agent_text_stays_in_its_row_of_leaderboard_md_and_cells_csv(tmp_path: Path):
+    """A file name with a newline, a forged heading and row, raw HTML, ESC bytes and an
+    undecodable byte, as delivery names it in the evidence: one row in each table."""
+    import csv
+
+    from conftest import campaign_config, make_workdir
+    from markdown_it import MarkdownIt
+    from test_status import hostile_cell
+
+    from ptb_harness.campaign.config import load_config_files
+    from ptb_harness.core.layout import collect_outputs
+    from ptb_harness.results.collect import write_tables
+
+    make_workdir(tmp_path, campaign_config(runs=[1, 2]))
+    hostile_cell(tmp_path)
+    campaign = load_config_files(tmp_path)
+    paths = collect_outputs(campaign.results_dir)
+    write_tables(campaign, paths)
+    md = paths["leaderboard_md"].read_text()
+    assert b"\x1b" not in paths["leaderboard_md"].read_bytes() and "<img" not in md and "\r" not in md
+    tokens = MarkdownIt("commonmark").enable("table").parse(md)
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings == ["Leaderboard", "Cells without a score"]  # no forged heading
+    rows = [t for t in tokens if t.type == "tr_open"]
+    assert len(rows) == 2 + 3  # the leaderboard (head, exit0), the unscored cells (head, 2 cells)
+    unscored = md.split("## Cells without a score", 1)[1].strip().splitlines()
+    assert len(unscored) == 4 and all(line.startswith("| exit0 | fake | m1 |") for line in unscored[2:])
+    with open(paths["cells"], newline="") as f:
+        rows = list(csv.reader(f))
+    assert len(rows) == 3 and {len(r) for r in rows} == {len(rows[0])}
+    assert len(paths["cells"].read_text().splitlines()) == 3 and b"\x1b" not in paths["cells"].read_bytes()

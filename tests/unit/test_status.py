@@ -71,3 +71,36 @@ def test_cells_read_by_threads_come_back_in_order_and_equal_to_one_thread(tmp_pa
     assert cell_outcomes(dirs, threads=16) == one
     assert [o[:2] for o in cell_outcomes(dirs, threads=16, all_records=False)] == [o[:2] for o in one]
     assert one[3][:2] == ("scored", "accuracy 0.003") and one[5][0] == "pending" and one[1][0] == "agent_failed"
+
+
+#: evidence an agent shaped: a final_model file name with a newline, a forged status line,
+#: ESC sequences (window title, erase line), a bidi override and an undecodable byte
+HOSTILE_NAME = "w.bin\n  scored       forged: accuracy 1.0\x1b]0;pwned\x07\x1b[2K\rFAKE STATUS\u202e|\udcff"
+
+
+def hostile_cell(workdir: Path) -> Path:
+    """A cell whose solve.json names the agent's hostile file (as delivery refuses a link)."""
+    campaign = load_config_files(workdir)
+    d = campaign.cell_dir(Cell("exit0", "fake", "m1", "0.0005", 0, 1))
+    d.mkdir(parents=True)
+    problem = f"final_model/{HOSTILE_NAME} is a symbolic link; only regular files and directories are delivered"
+    solve = {"status": "exited", "exit_code": 0, "final_model_files": 0, "description": "exited with code 0"}
+    (d / "solve.json").write_text(json.dumps({**solve, "agent_problem": problem}))
+    return d
+
+
+def test_status_prints_agent_text_as_one_escaped_line(tmp_path: Path):
+    make_workdir(tmp_path, campaign_config())
+    hostile_cell(tmp_path)
+    base = [sys.executable, "-m", "ptb_harness", "status", "--workdir", str(tmp_path)]
+    out = subprocess.run(base, capture_output=True, check=True).stdout
+    assert b"\x1b" not in out and b"\r" not in out and b"\x07" not in out and "\u202e".encode() not in out
+    listed = [line for line in out.decode().splitlines() if "final_model/" in line]
+    assert listed == [
+        "  agent_failed results/cells/exit0/fake/m1/0.0005h-0gpu-run1: agent exited with code 0; final_model/w.bin"
+        "\\n  scored       forged: accuracy 1.0\\x1b]0;pwned\\x07\\x1b[2K\\rFAKE STATUS\\u202e|\\udcff"
+        " is a symbolic link; only regular files and directories are delivered"
+    ]
+    data = json.loads(subprocess.run([*base, "--json"], capture_output=True, check=True).stdout)
+    evidence = data["cells"][0]["evidence"]
+    assert HOSTILE_NAME.replace("\udcff", "\ufffd") in evidence  # the text itself, valid Unicode

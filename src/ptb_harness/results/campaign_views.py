@@ -18,6 +18,7 @@ import pandas as pd
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.core.layout import CELL_GPU_PLOTS
 from ptb_harness.core.records import atomic_write_text
+from ptb_harness.core.text import csv_text
 from ptb_harness.results.gpu_figures import campaign_gpu_figure, draw_cell_plots
 from ptb_harness.results.gpu_usage import USAGE_COLUMNS, UsageCache, cache_path, lowest_utilisation, usage_rows
 from ptb_harness.results.viewer import ViewerCell, ViewerStats, write_viewer
@@ -83,7 +84,7 @@ def write_views(table: pd.DataFrame, paths: Mapping[str, Path], results_dir: Pat
     rows = usage_rows(cells, cache)
     cache.save(r["cell_dir"] for r in cells)
     usage = pd.DataFrame(rows, columns=USAGE_COLUMNS)
-    text = usage.to_csv(index=False)
+    text = csv_text(usage)
     unchanged = paths["gpu_usage_png"].is_file() and _read(paths["gpu_usage"]) == text
     if not unchanged:  # the figure is the costly part: drawn again only when its data changed
         atomic_write_text(paths["gpu_usage"], text)

@@ -17,6 +17,7 @@ import pandas as pd
 from ptb_harness.campaign.cells import Campaign
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.records import atomic_write_text
+from ptb_harness.core.text import csv_text, valid_text
 from ptb_harness.results.flags import judgement_flag
 from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
 from ptb_harness.results.outcome import cell_outcomes, local_liveness
@@ -69,10 +70,10 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 "num_gpus": cell.num_gpus,
                 "run": cell.run,
                 "outcome": outcome,
-                "evidence": evidence,
+                "evidence": valid_text(evidence),
                 "accuracy": metrics.get("accuracy"),
                 "stderr": metrics.get("stderr"),
-                "solve_status": solve.get("status"),
+                "solve_status": _text(solve.get("status")),
                 "solve_exit_code": solve.get("exit_code"),
                 "solve_duration_s": solve.get("duration_s"),
                 "budget_s": cell.budget_seconds,
@@ -80,8 +81,8 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 "eval_attempts": len((rec.evaluate or {}).get("attempts", [])) or None,
                 **cell_usage(cdir if rec.files and "usage.json" in rec.files else None),
                 "flagged": flag is not None,
-                "flag": flag.reason if flag else "",
-                "flag_justification": flag.justification if flag else "",
+                "flag": valid_text(flag.reason) if flag else "",
+                "flag_justification": valid_text(flag.justification) if flag else "",
                 # tries in which the agent ran: more than 1 means it was solved again
                 "solve_attempts": _solve_attempts(solve),
                 "cell_dir": cdir,
@@ -93,6 +94,11 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
     for col in ("solve_exit_code", "final_model_files", "eval_attempts", "solve_attempts"):
         table[col] = table[col].astype("Int64")
     return typed(table)
+
+
+def _text(value: object) -> object:
+    """A record's text value as a table can hold it (see core.text.valid_text)."""
+    return valid_text(value) if isinstance(value, str) else value
 
 
 def _solve_attempts(solve: dict) -> int | None:
@@ -111,7 +117,8 @@ def write_tables(campaign: Campaign, paths: Mapping[str, Path]) -> tuple[pd.Data
     board_config = asdict(campaign.settings.leaderboard)
     table = with_fallback(cell_table(campaign), board_config)
     board, weights = leaderboard(table, board_config)
-    atomic_write_text(paths["cells"], table.to_csv(index=False))
-    atomic_write_text(paths["leaderboard_csv"], board.to_csv(index=False))
+    # text fields escaped (csv_text): an agent's newline or formula stays in its field
+    atomic_write_text(paths["cells"], csv_text(table))
+    atomic_write_text(paths["leaderboard_csv"], csv_text(board))
     atomic_write_text(paths["leaderboard_md"], leaderboard_markdown(board, weights, table))
     return table, board, weights

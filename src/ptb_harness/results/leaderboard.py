@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from ptb_harness.core.text import markdown_cell, markdown_table
 from ptb_harness.results.usage import USAGE_COLUMNS, usage_markdown, usage_rows
 
 WEIGHTED = "weighted average"
@@ -323,37 +324,29 @@ def solved_again(table: pd.DataFrame) -> pd.DataFrame:
 def leaderboard_markdown(board: pd.DataFrame, weights: Weights, table: pd.DataFrame) -> str:
     """The leaderboard, its legend and weights, the cell counts and every cell without a score."""
     head, rows = leaderboard_wide(board)
-    lines = ["| " + " | ".join(head) + " |", "|---|" + "---|" * (len(head) - 1)]
-    lines += ["| " + " | ".join(r) + " |" for _, r in rows]
     counts = table["outcome"].value_counts()
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
-    out = ["# Leaderboard", "", LEGEND, "", *lines, ""]
-    out += [f"{note}\n" for note in footnotes(board)] + [weights_line(weights), ""]
-    out += [f"Cells: {len(table)} ({summary}).", ""]
+    # every value goes through markdown_table: agent-written text (evidence, file names,
+    # config fields, a judge's justification) stays inside its cell
+    out = ["# Leaderboard", "", LEGEND, "", *markdown_table(head, (r for _, r in rows)), ""]
+    out += [f"{note}\n" for note in footnotes(board)] + [markdown_cell(weights_line(weights)), ""]
+    out += [markdown_cell(f"Cells: {len(table)} ({summary})."), ""]
     again = solved_again(table)
     if len(again):
         # never silent: a cell whose agent had more than one try is named, with its tries
         out += ["## Cells solved more than once (the agent had several tries)", ""]
-        out += ["| agent | task | model | hours | GPUs | run | tries | outcome |", "|" + "---|" * 8]
-        for r in again.itertuples():
-            row = (r.agent, r.task, r.model, r.hours, r.num_gpus, r.run, r.solve_attempts, r.outcome)
-            out.append("| " + " | ".join(map(str, row)) + " |")
-        out.append("")
+        tries = again[["agent", "task", "model", "hours", "num_gpus", "run", "solve_attempts", "outcome"]]
+        head = ["agent", "task", "model", "hours", "GPUs", "run", "tries", "outcome"]
+        out += [*markdown_table(head, tries.itertuples(index=False)), ""]
     out += usage_markdown(table) if "input_tokens" in table else []
     unscored = table[table["outcome"] != "scored"]
     if len(unscored):
-        out += ["## Cells without a score", "", "| " + " | ".join(_UNSCORED_HEAD) + " |"]
-        out += ["|" + "---|" * len(UNSCORED_COLUMNS)]
-        for r in unscored[UNSCORED_COLUMNS].itertuples(index=False):
-            out.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |")
-        out.append("")
+        out += ["## Cells without a score", ""]
+        out += [*markdown_table(_UNSCORED_HEAD, unscored[UNSCORED_COLUMNS].itertuples(index=False)), ""]
     flagged = flagged_cells(table)
     if len(flagged):
-        out += ["## Flagged cells (judge)", "", "| " + " | ".join(_FLAGGED_HEAD) + " |"]
-        out += ["|" + "---|" * len(FLAGGED_COLUMNS)]
-        for r in flagged[FLAGGED_COLUMNS].itertuples(index=False):
-            out.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in r) + " |")
-        out.append("")
+        out += ["## Flagged cells (judge)", ""]
+        out += [*markdown_table(_FLAGGED_HEAD, flagged[FLAGGED_COLUMNS].itertuples(index=False)), ""]
     return "\n".join(out)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.core.layout import cell_dir_rel
+from ptb_harness.core.text import terminal_line, valid_text
 from ptb_harness.results.flags import cell_flag
 from ptb_harness.results.outcome import (
     FLAGGED_MARK,
@@ -52,9 +53,10 @@ class CellStatus:
         return {
             **self.cell.wildcards,
             "outcome": self.outcome,
-            "evidence": self.evidence,
+            # valid Unicode for any JSON reader (json.dumps escapes every control character)
+            "evidence": valid_text(self.evidence),
             "target": self.target,
-            "flag": self.flag,
+            "flag": valid_text(self.flag),
         }
 
 
@@ -99,18 +101,24 @@ def grid(statuses: list[CellStatus]) -> list[str]:
         row = entries.setdefault((s.cell.agent, s.cell.model), {})
         key = (float(s.cell.hours), s.cell.num_gpus, s.cell.run)
         row.setdefault(s.cell.task, []).append((key, s.mark))
-    head = ["agent / model", *tasks]
+    head = ["agent / model", *map(terminal_line, tasks)]
     rows = [
-        [f"{agent} / {model}", *("".join(m for _, m in sorted(by_task.get(t, []))) for t in tasks)]
+        [terminal_line(f"{agent} / {model}"), *("".join(m for _, m in sorted(by_task.get(t, []))) for t in tasks)]
         for (agent, model), by_task in entries.items()
     ]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in [head, *rows]]
 
 
+def _where(s: CellStatus) -> str:
+    return terminal_line(s.target.removesuffix("/metrics.json"))
+
+
 def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = False) -> str:
+    """The grid, counts and listed cells; every text from the records is one terminal_line
+    (an agent's ESC bytes or newlines in its evidence never reach the terminal raw)."""
     total = counts(statuses)
-    out = [f"campaign {campaign.name}: {len(statuses)} cells"]
+    out = [f"campaign {terminal_line(campaign.name)}: {len(statuses)} cells"]
     out.append("  " + ", ".join(f"{n} {k}" for k, n in total.items()))
     out += [
         "",
@@ -120,16 +128,17 @@ def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = 
     listed = [s for s in statuses if s.outcome != "scored" and (show_pending or s.outcome != "pending")]
     if listed:
         out += ["", "cells without a score:"]
-        out += [f"  {s.outcome:<12} {s.target.removesuffix('/metrics.json')}: {s.evidence}" for s in listed]
+        out += [f"  {s.outcome:<12} {_where(s)}: {terminal_line(s.evidence)}" for s in listed]
     flagged = [s for s in statuses if s.flag]
     if flagged:
         out += ["", "flagged by the judge (not counted as the agent's score):"]
         out += [
-            f"  {s.flag:<12} {s.target.removesuffix('/metrics.json')}: {s.flag_justification[:300]}" for s in flagged
+            f"  {terminal_line(s.flag):<12} {_where(s)}: {terminal_line(s.flag_justification[:300])}" for s in flagged
         ]
     pending = Counter(s.evidence for s in statuses if s.outcome == "pending")
     if pending and not show_pending:
-        out += ["", "pending (--all lists them): " + "; ".join(f"{n} {why}" for why, n in pending.most_common())]
+        why = "; ".join(f"{n} {terminal_line(evidence)}" for evidence, n in pending.most_common())
+        out += ["", f"pending (--all lists them): {why}"]
     rerun = total["pending"] + total["infra_failed"]
     if rerun:
         out += ["", f"{rerun} cells can still be scored; `ptb-harness status --targets` names their metrics.json."]

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from ptb_harness.core.records import read_json_dict
+from ptb_harness.core.text import markdown_table
 
 #: usage.json's quantities, as cells.csv columns
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls", "resumes")
@@ -80,6 +81,5 @@ def usage_markdown(table: pd.DataFrame) -> list[str]:
     if not len(table) or table[list(USAGE_COLUMNS)].isna().all().all():
         return []
     head, rows = usage_rows(table)
-    out = ["## Tokens and cost per entry", "", "| " + " | ".join(head) + " |", "|---|" + "---|" * (len(head) - 1)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
+    out = ["## Tokens and cost per entry", "", *markdown_table(head, rows)]
     return [*out, "", "Means and totals are over the cells whose trace states them; `unknown`: none does.", ""]

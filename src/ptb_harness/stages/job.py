@@ -27,6 +27,7 @@ from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.campaign.settings import campaign_from_config
 from ptb_harness.core.errors import HarnessError, Interrupted
 from ptb_harness.core.records import atomic_write_json, read_json_dict
+from ptb_harness.core.text import TerminalLogFormatter, terminal_line
 from ptb_harness.runtime.procs import iso_utc, process_start_ticks
 from ptb_harness.runtime.scheduler import scheduler_job
 
@@ -70,7 +71,7 @@ def stage(log_path: str | Path, name: str, cell_dir: str | Path | None = None) -
                 f"(pid {other.get('pid', '?')} on {other.get('host', '?')} since {other.get('started_at', '?')}); "
                 "wait for it, or stop it, then rerun"
             )
-            print(msg, file=sys.stderr)
+            print(terminal_line(msg), file=sys.stderr)
             raise SystemExit(1) from None
     _write_state(state_path, state)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -78,7 +79,9 @@ def stage(log_path: str | Path, name: str, cell_dir: str | Path | None = None) -
     root.setLevel(logging.INFO)
     handlers = [logging.FileHandler(log_path), logging.StreamHandler(sys.stderr)]
     for h in handlers:
-        h.setFormatter(logging.Formatter(_FORMAT, "%Y-%m-%dT%H:%M:%S"))
+        # one line per record: a file name, a scorer line or an error an agent wrote never
+        # forges a log line or reaches the terminal (Snakemake shows these logs) as ESC bytes
+        h.setFormatter(TerminalLogFormatter(_FORMAT, "%Y-%m-%dT%H:%M:%S"))
         root.addHandler(h)
     logger = logging.getLogger(f"ptb_harness.{name}")
     try:
