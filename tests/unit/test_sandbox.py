@@ -324,3 +324,22 @@ def test_bwrap_isolation_flags_by_version():
     assert flags[flags.index("--hostname") + 1] == "ptb-sandbox" and "--unshare-cgroup-try" in flags
     # bwrap before 0.8 has no --disable-userns (it would refuse the whole command line)
     assert "--disable-userns" not in bwrap_isolation((0, 7, 0)) and "--unshare-user" in bwrap_isolation(())
+
+
+@pytest.mark.parametrize(
+    ("dst", "hides"),
+    [("/tmp", "/tmp"), ("/tmp/", "/tmp"), ("/", "/home/ben"), ("/home", "/home/ben"), ("/home/ben", "/home/ben")],
+)
+def test_a_bind_over_home_or_tmp_or_above_them_is_one_config_error(dst, hides):
+    from ptb_harness.runtime.sandbox import check_no_shadowing
+
+    with pytest.raises(ConfigError, match=f"site.binds: {dst} would hide the sandbox's {hides}"):
+        check_no_shadowing("/home/ben", [dst], "site.binds")
+    # below them (a venv, a model, a CLI under /tmp or HOME) is bound over the job's dirs
+    check_no_shadowing("/home/ben", ["/tmp/checkout/.venv", "/home/ben/models/m1", "/hf_home", "/tmpx"], "site.binds")
+
+
+def test_a_site_bind_hiding_tmp_stops_the_run_before_any_cell():
+    sandbox = Sandbox(site(runtime="bwrap", binds=[{"src": "/srv/scratch", "dst": "/tmp"}]), {"PATH": "/usr/bin:/bin"})
+    with pytest.raises(ConfigError, match=r"site.binds: /tmp would hide the sandbox's /tmp"):
+        sandbox.check_host()

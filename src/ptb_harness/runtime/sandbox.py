@@ -308,10 +308,14 @@ class Sandbox:
     def check_host(self) -> None:
         """Raise the one config error that stops a run before any cell starts when this
         host cannot make the site's sandbox (bwrap or its network's tools missing, user
-        namespaces refused, a network the runtime cannot give)."""
+        namespaces refused, a network the runtime cannot give, a bind that would hide the
+        sandbox's HOME or /tmp)."""
         if self.runtime == "bwrap":
             check_userns(self.bwrap_executable())
             self.network_tools()
+            home = self.settings.sandbox_home
+            check_no_shadowing(home, [b.dst for b in self.settings.binds], "site.binds")
+            check_no_shadowing(home, _interpreter_prefixes(), "the harness's interpreter")
         elif self.settings.network == "none":
             raise ConfigError(
                 f"site.network: none needs site.runtime: bwrap (runtime {self.runtime} uses the host's network)"
@@ -345,10 +349,13 @@ class Sandbox:
         home = self.settings.sandbox_home
         exe = self.bwrap_executable()
         internet = self.settings.network == "internet"
-        argv = [exe, *bwrap_isolation(bwrap_version(exe)), *_bwrap_system(internet)]
-        argv += self._bwrap_proc_dev(r.gpus)
+        binds = [*self._shared_binds(r), *extra]
+        check_no_shadowing(home, [b.dst for b in binds], "a bind")
+        # HOME and /tmp first, everything else after, so that an interpreter, a model or a
+        # CLI under /tmp or HOME (a checkout there) is bound over the job's dirs, not hidden
+        argv = [exe, *bwrap_isolation(bwrap_version(exe))]
         argv += ["--bind", str(r.job_home), home, "--bind", str(r.job_tmp), "/tmp"]
-        argv += _bwrap_binds([*self._shared_binds(r), *extra])
+        argv += [*_bwrap_system(internet), *self._bwrap_proc_dev(r.gpus), *_bwrap_binds(binds)]
         argv += _bwrap_endpoint_binds(r.endpoints)
         command = forwarding(r.endpoints, r.command, f"{SANDBOX_RUN_DIR}/forward.py", inside=True)
         argv += ["--remount-ro", "/", "--chdir", f"{home}/{r.workdir}", *command]
@@ -388,10 +395,29 @@ def _bwrap_system(internet: bool) -> list[str]:
         else:
             argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     # the interpreter `python` names (a venv and its base), read-only, where they are
-    for prefix in dict.fromkeys((sys.base_prefix, sys.prefix)):
-        if not any(prefix == d or prefix.startswith(d + "/") for d in BWRAP_SYSTEM):
-            argv += ["--ro-bind", prefix, prefix]
+    for prefix in _interpreter_prefixes():
+        argv += ["--ro-bind", prefix, prefix]
     return argv
+
+
+def _interpreter_prefixes() -> list[str]:
+    """The interpreter's venv and base, where the system dirs do not hold them already."""
+    return [
+        prefix
+        for prefix in dict.fromkeys((sys.base_prefix, sys.prefix))
+        if not any(prefix == d or prefix.startswith(d + "/") for d in BWRAP_SYSTEM)
+    ]
+
+
+def check_no_shadowing(home: str, destinations: Sequence[str], what: str) -> None:
+    """A destination that is the sandbox's HOME or /tmp, or a directory above either,
+    would hide the job's dirs: one config error naming it (anything below them works: it
+    is bound over them)."""
+    for dst in destinations:
+        path = os.path.normpath(dst)
+        for inner in (home, "/tmp"):
+            if path == inner or inner.startswith(path.rstrip("/") + "/"):
+                raise ConfigError(f"{what}: {dst} would hide the sandbox's {inner} (the job's dir); bind it elsewhere")
 
 
 def _bwrap_binds(binds: Sequence[Bind]) -> list[str]:
