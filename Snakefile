@@ -23,7 +23,5 @@ include: "workflow/rules/collect.smk"
 rule all:
     default_target: True
     input:
-        cells=every_cell(
-            "metrics.json", "solve_parsed.txt", "solve_out_sanitized.txt", *JUDGED
-        ),
+        cells=every_cell(METRICS, TRANSCRIPT, RAW_TRACE_SANITIZED, *JUDGED),
         collected=OUT.values(),

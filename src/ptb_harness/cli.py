@@ -25,6 +25,7 @@ import os
 import sys
 from pathlib import Path
 
+from ptb_harness.core.cell_files import GPU_PLOT, METRICS, RAW_TRACE, SOLVE, USAGE
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.text import TerminalLogFormatter, terminal_line
 
@@ -63,7 +64,7 @@ def _plot_cell(args: argparse.Namespace) -> int:
     monitor = monitor_of(cell_dir)
     if not monitor.is_file():
         raise HarnessError(f"{monitor}: no GPU monitor (the cell ran without GPUs, or not yet)")
-    out = Path(args.output) if args.output else cell_dir / "gpu_monitor.png"
+    out = Path(args.output) if args.output else cell_dir / GPU_PLOT
     if not gpu_over_time(monitor, out, str(cell_dir)):
         raise HarnessError(f"{monitor}: no samples")
     print(out)
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     out.add_argument(
         "--targets",
         action="store_true",
-        help="the metrics.json of every unscored, not running cell whose agent did not fail, one per "
+        help=f"the {METRICS} of every unscored, not running cell whose agent did not fail, one per "
         "line: `snakemake --profile P $(ptb-harness status --targets)` reruns just those",
     )
     p.add_argument(
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_status)
     p = sub.add_parser("plot-cell", help="one cell's GPU memory and utilisation over time (PNG)")
     p.add_argument("cell_dir", help="the cell's directory (results/cells/<agent>/<task>/<model>/<setting>)")
-    p.add_argument("-o", "--output", help="where the PNG goes (default: <cell_dir>/gpu_monitor.png)")
+    p.add_argument("-o", "--output", help=f"where the PNG goes (default: <cell_dir>/{GPU_PLOT})")
     p.set_defaults(func=_plot_cell)
     p = sub.add_parser("doctor", help="check this site before a campaign (non-zero exit on any FAIL)")
     _campaign_args(p)
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wait", type=float, default=60, help="seconds to wait for killed processes to leave")
     p.set_defaults(func=_reap)
     p = sub.add_parser("parse-trace", help="raw agent trace -> readable transcript (format detected from content)")
-    p.add_argument("raw", help="the raw trace (e.g. a cell's solve_out.txt)")
+    p.add_argument("raw", help=f"the raw trace (e.g. a cell's {RAW_TRACE})")
     p.add_argument("out", help="where the transcript goes")
     p.add_argument("--sanitized-raw", help="also write the raw trace with secrets redacted here")
     p.add_argument("--sanitized-parsed", help="also write the transcript with secrets redacted here")
@@ -251,11 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task-dir", help="the task's dir: its required API keys are secrets")
     p.add_argument("--raw-only", action="store_true", help="copy verbatim (still sanitized) instead of parsing")
     p.add_argument(
-        "--usage", help="also write usage.json here (tokens, cost, turns, tool calls, resumes; null = unknown)"
+        "--usage", help=f"also write {USAGE} here (tokens, cost, turns, tool calls, resumes; null = unknown)"
     )
     p.add_argument(
         "--solve-json",
-        help="the cell's solve.json: with an LLM gateway's meter in it, usage.json's tokens and cost are the gateway's",
+        help=f"the cell's {SOLVE}: with an LLM gateway's meter in it, {USAGE}'s tokens and cost are the gateway's",
     )
     p.set_defaults(func=_parse_trace)
     p = sub.add_parser("setup-agents", help="install the pinned agent CLIs with npm (cached)")

@@ -91,9 +91,7 @@ def _launch(root: str, prompt: str, answer: str, entry_point: str, limits: Limit
         procs.append(start(RUNTIME, args, limits, answer_dir, stderr=subprocess.STDOUT, pass_fds=ends))
         ends = (to_answer_w, to_checker_r)
         args = ["checker", str(to_answer_w), str(to_checker_r)]
-        procs.append(
-            start(RUNTIME, args, _checker_limits(limits), checker_dir, stdin=subprocess.PIPE, pass_fds=ends)
-        )
+        procs.append(start(RUNTIME, args, _checker_limits(limits), checker_dir, stdin=subprocess.PIPE, pass_fds=ends))
     except BaseException:
         _stop(procs)
         raise

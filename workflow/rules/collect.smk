@@ -5,7 +5,7 @@
 
 rule collect:
     input:
-        metrics=every_cell("metrics.json", *JUDGED),
+        metrics=every_cell(METRICS, *JUDGED),
     output:
         cells=report(
             OUT["cells"],

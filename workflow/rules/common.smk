@@ -5,11 +5,25 @@ from pathlib import Path
 from ptb_harness.campaign.config import load_config
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.campaign.resources import job_threads, rule_resources
+from ptb_harness.core.cell_files import (
+    FINAL_MODEL,
+    JUDGEMENT,
+    METRICS,
+    RAW_TRACE,
+    RAW_TRACE_SANITIZED,
+    SOLVE,
+    TRANSCRIPT,
+    TRANSCRIPT_SANITIZED,
+    USAGE,
+    stage_log,
+)
 from ptb_harness.core.layout import (
     CELL_DIR_PATTERN,
     COLLECT_OUTPUTS,
     HOURS_PATTERN,
     NAME_PATTERN,
+    TINY_MODEL,
+    TINY_MODEL_LOG,
 )
 
 try:
@@ -25,12 +39,13 @@ if workflow.is_main_process and (untrusted := CAMPAIGN.untrusted_warning()):
 RESULTS = CAMPAIGN.settings.paths.results_dir_text
 # the harness's interpreter, for shell rules that call `python -m ptb_harness`
 PYTHON = sys.executable
-# one directory per cell; the layout is defined once, in ptb_harness.core.layout
+# one directory per cell; the layout is defined once, in ptb_harness.core.layout, and
+# the cell's files are named in ptb_harness.core.cell_files
 CELL = f"{RESULTS}/{CELL_DIR_PATTERN}"
 # the campaign's tables and plots, named once in ptb_harness.core.layout
 OUT = {name: f"{RESULTS}/{rel}" for name, rel in COLLECT_OUTPUTS.items()}
 # every cell is judged when the campaign enables the judge (its flags change the leaderboard)
-JUDGED = ("judgement.json",) if CAMPAIGN.settings.judge.enabled else ()
+JUDGED = (JUDGEMENT,) if CAMPAIGN.settings.judge.enabled else ()
 
 
 wildcard_constraints:
@@ -43,7 +58,7 @@ wildcard_constraints:
 
 
 def all_cell_files(name):
-    """One file per cell of the campaign, e.g. every metrics.json."""
+    """One file per cell of the campaign, e.g. every metrics.json (METRICS)."""
     return [f"{CELL}/{name}".format(**c.wildcards) for c in CAMPAIGN.cells()]
 
 

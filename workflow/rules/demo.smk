@@ -3,8 +3,8 @@
 
 rule tiny_base_model:
     output:
-        model=directory("resources/models/tiny-{name}"),
+        model=directory(TINY_MODEL),
     log:
-        "resources/models/logs/tiny-{name}.log",
+        TINY_MODEL_LOG,
     script:
         "../scripts/tiny_base_model.py"

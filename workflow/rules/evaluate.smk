@@ -4,12 +4,12 @@
 
 rule evaluate:
     input:
-        solve_json=f"{CELL}/solve.json",
-        final_model=f"{CELL}/final_model",
+        solve_json=f"{CELL}/{SOLVE}",
+        final_model=f"{CELL}/{FINAL_MODEL}",
     output:
-        metrics=f"{CELL}/metrics.json",
+        metrics=f"{CELL}/{METRICS}",
     log:
-        f"{CELL}/logs/evaluate.log",
+        f"{CELL}/{stage_log('evaluate')}",
     threads: job_threads(CAMPAIGN.settings, "evaluate")
     resources:
         **rule_resources(CAMPAIGN, "evaluate"),

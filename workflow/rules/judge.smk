@@ -5,13 +5,13 @@
 
 rule judge:
     input:
-        solve_json=f"{CELL}/solve.json",
-        transcript=f"{CELL}/solve_parsed_sanitized.txt",
-        final_model=f"{CELL}/final_model",
+        solve_json=f"{CELL}/{SOLVE}",
+        transcript=f"{CELL}/{TRANSCRIPT_SANITIZED}",
+        final_model=f"{CELL}/{FINAL_MODEL}",
     output:
-        judgement=f"{CELL}/judgement.json",
+        judgement=f"{CELL}/{JUDGEMENT}",
     log:
-        f"{CELL}/logs/judge.log",
+        f"{CELL}/{stage_log('judge')}",
     localrule: True
     script:
         "../scripts/judge.py"

@@ -6,11 +6,11 @@ rule solve:
     input:
         unpack(base_model_input),
     output:
-        solve_json=f"{CELL}/solve.json",
-        raw_trace=f"{CELL}/solve_out.txt",
-        final_model=directory(f"{CELL}/final_model"),
+        solve_json=f"{CELL}/{SOLVE}",
+        raw_trace=f"{CELL}/{RAW_TRACE}",
+        final_model=directory(f"{CELL}/{FINAL_MODEL}"),
     log:
-        f"{CELL}/logs/solve.log",
+        f"{CELL}/{stage_log('solve')}",
     threads: job_threads(CAMPAIGN.settings, "solve")
     resources:
         **rule_resources(CAMPAIGN, "solve"),

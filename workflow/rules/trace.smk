@@ -4,15 +4,15 @@
 
 rule parse_trace:
     input:
-        raw_trace=f"{CELL}/solve_out.txt",
-        solve_json=f"{CELL}/solve.json",
+        raw_trace=f"{CELL}/{RAW_TRACE}",
+        solve_json=f"{CELL}/{SOLVE}",
     output:
-        parsed=f"{CELL}/solve_parsed.txt",
-        raw_sanitized=f"{CELL}/solve_out_sanitized.txt",
-        parsed_sanitized=f"{CELL}/solve_parsed_sanitized.txt",
-        usage=f"{CELL}/usage.json",
+        parsed=f"{CELL}/{TRANSCRIPT}",
+        raw_sanitized=f"{CELL}/{RAW_TRACE_SANITIZED}",
+        parsed_sanitized=f"{CELL}/{TRANSCRIPT_SANITIZED}",
+        usage=f"{CELL}/{USAGE}",
     log:
-        f"{CELL}/logs/parse_trace.log",
+        f"{CELL}/{stage_log('parse_trace')}",
     localrule: True
     # plain values where possible: Snakemake inspects every function once per job, which
     # adds up over a 20,000-cell plan; agent_dir is one dict lookup (an entry's name need

@@ -19,9 +19,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ptb_harness.core.cell_files import LLM_LOG
 from ptb_harness.traces.redact import Redactor
 
-LOG_NAME = "llm_log.jsonl"
+LOG_NAME = LLM_LOG  # named in core.cell_files
 
 
 class CappedBody:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ptb_harness.core.cell_files import GPU_MONITOR
 from ptb_harness.gpu.nvml import Gpu, device_handle, list_processes
 from ptb_harness.runtime.procs import iso_utc
 
@@ -75,7 +76,7 @@ class GpuMonitor:
         cls, nvml: Any | None, gpus: Sequence[Gpu], cell_dir: Path, stage: str, interval_s: float
     ) -> GpuMonitor:
         """The monitor of a cell's stage: its gpu_monitor.csv, at the site's interval."""
-        return cls(nvml, gpus, Path(cell_dir) / "gpu_monitor.csv", stage, interval_s)
+        return cls(nvml, gpus, Path(cell_dir) / GPU_MONITOR, stage, interval_s)
 
     @property
     def active(self) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from ptb_harness.campaign.cells import Campaign
+from ptb_harness.core.cell_files import USAGE
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.records import atomic_write_text
 from ptb_harness.core.text import csv_text, valid_text
@@ -79,7 +80,7 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 "budget_s": cell.budget_seconds,
                 "final_model_files": solve.get("final_model_files"),
                 "eval_attempts": len((rec.evaluate or {}).get("attempts", [])) or None,
-                **cell_usage(cdir if rec.files and "usage.json" in rec.files else None),
+                **cell_usage(cdir if rec.files and USAGE in rec.files else None),
                 "flagged": flag is not None,
                 "flag": valid_text(flag.reason) if flag else "",
                 "flag_justification": valid_text(flag.justification) if flag else "",

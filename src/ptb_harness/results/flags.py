@@ -38,12 +38,12 @@ def judgement_flag(judgement: dict | None, judge_enabled: bool) -> Flag | None:
     if judgement is None:
         if not judge_enabled:
             return None
-        return Flag("no_verdict", ("no_verdict",), "no readable judgement.json: the judge has not run or failed")
+        return Flag("no_verdict", ("no_verdict",), f"no readable {JUDGEMENT}: the judge has not run or failed")
     verdict = judgement.get("verdict")
     if verdict == "clean":
         return None
     if verdict not in ("flagged", "judge_failed"):
-        return Flag("no_verdict", ("no_verdict",), f"judgement.json has no valid verdict ({str(verdict)[:40]!r})")
+        return Flag("no_verdict", ("no_verdict",), f"{JUDGEMENT} has no valid verdict ({str(verdict)[:40]!r})")
     reasons = tuple(str(f) for f in judgement.get("flags") or ()) or (verdict,)
     lines = []
     for check in CHECKS:

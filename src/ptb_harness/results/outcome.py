@@ -213,17 +213,17 @@ def records_disagree(rec: CellRecords) -> str | None:
     """Why the records do not vouch for metrics.json (None when they do). Only the
     evaluate stage writes metrics.json, and it names the file's hash in evaluate.json."""
     if rec.solve is None and not rec.solve_listed:
-        return "metrics.json without solve.json"
+        return f"{METRICS} without {SOLVE}"
     ev = rec.evaluate
     if ev is None:
-        return "metrics.json without evaluate.json"
+        return f"{METRICS} without {EVALUATE}"
     if ev.get("status") != "scored":
-        return f"metrics.json, but evaluate.json says {str(ev.get('status'))[:40]}"
+        return f"{METRICS}, but {EVALUATE} says {str(ev.get('status'))[:40]}"
     if ev.get("metrics_sha256") != rec.metrics_sha256:
-        return "metrics.json is not the file the evaluate stage wrote (sha256 differs)"
+        return f"{METRICS} is not the file the evaluate stage wrote (sha256 differs)"
     acc = (rec.metrics or {}).get("accuracy")
     if ev.get("accuracy") != acc:
-        return f"metrics.json says accuracy {acc}, evaluate.json {str(ev.get('accuracy'))[:40]}"
+        return f"{METRICS} says accuracy {acc}, {EVALUATE} {str(ev.get('accuracy'))[:40]}"
     return None
 
 
@@ -239,7 +239,7 @@ def classify(rec: CellRecords, alive: Liveness = lambda state: None) -> tuple[st
             return "infra_failed", f"{DISAGREE}: {why}"
         return "scored", f"accuracy {rec.metrics['accuracy']}"
     if rec.metrics_problem:
-        return "infra_failed", f"metrics.json is invalid: {rec.metrics_problem}"
+        return "infra_failed", f"{METRICS} is invalid: {rec.metrics_problem}"
     evaluating = _running(rec.evaluate_state, alive)
     if evaluating and evaluating[0]:
         return "running", evaluating[1]

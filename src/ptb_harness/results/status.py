@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.core.cell_files import METRICS
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.text import terminal_line, valid_text
 from ptb_harness.results.flags import cell_flag
@@ -79,7 +80,7 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[C
             cells_by_rel[rel],
             outcome,
             evidence,
-            f"{results}/{rel}/metrics.json",
+            f"{results}/{rel}/{METRICS}",
             flag.reason if flag else "",
             flag.justification if flag else "",
             rec.metrics is not None or rec.metrics_sha256 is not None or rec.metrics_problem is not None,
@@ -111,7 +112,7 @@ def grid(statuses: list[CellStatus]) -> list[str]:
 
 
 def _where(s: CellStatus) -> str:
-    return terminal_line(s.target.removesuffix("/metrics.json"))
+    return terminal_line(s.target.removesuffix(f"/{METRICS}"))
 
 
 def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = False) -> str:
@@ -141,7 +142,7 @@ def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = 
         out += ["", f"pending (--all lists them): {why}"]
     rerun = total["pending"] + total["infra_failed"]
     if rerun:
-        out += ["", f"{rerun} cells can still be scored; `ptb-harness status --targets` names their metrics.json."]
+        out += ["", f"{rerun} cells can still be scored; `ptb-harness status --targets` names their {METRICS}."]
     if total["agent_failed"]:
         out += [
             f"{total['agent_failed']} cells are agent_failed: final, left out of --targets "

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from ptb_harness.core.cell_files import USAGE
 from ptb_harness.core.records import read_json_dict
 from ptb_harness.core.text import markdown_table
 
@@ -20,7 +21,7 @@ USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "
 
 def cell_usage(cell_dir: Path | None) -> dict[str, Any]:
     """usage.json's quantities of a cell (all None when cell_dir is None: no usage.json)."""
-    data = (read_json_dict(Path(cell_dir) / "usage.json") if cell_dir is not None else None) or {}
+    data = (read_json_dict(Path(cell_dir) / USAGE) if cell_dir is not None else None) or {}
     out: dict[str, Any] = {}
     for key in USAGE_COLUMNS:
         v = data.get(key)

@@ -28,6 +28,7 @@ from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.campaign.graders import task_uses_grader
 from ptb_harness.campaign.scoring import base_architecture
 from ptb_harness.campaign.tasks import TaskSpec
+from ptb_harness.core.cell_files import EVALUATE, PROVENANCE
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import (
     MAX_METRICS_BYTES,
@@ -215,7 +216,7 @@ def run_evaluate(
     host_env = dict(os.environ if host_env is None else host_env)
     metrics_json = metrics_json.resolve()
     cell_dir = metrics_json.parent
-    record_path = cell_dir / "evaluate.json"
+    record_path = cell_dir / EVALUATE
     started = time.time()
     record: dict[str, Any] = {
         "cell": cell.wildcards,
@@ -350,8 +351,8 @@ def _write_provenance(
     try:
         packages = _scorer_versions(sandbox, work, gpu_set.sandbox_ids())
         atomic_write_json(
-            cell_dir / "provenance.json",
+            cell_dir / PROVENANCE,
             cell_provenance(campaign, cell, solve=solve, gpus=gpu_set.gpus, nvml=nvml, scorer_packages=packages),
         )
     except Exception as e:
-        log.warning("provenance.json not written: %s: %s", type(e).__name__, e)
+        log.warning("%s not written: %s: %s", PROVENANCE, type(e).__name__, e)

@@ -25,6 +25,7 @@ from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.campaign.settings import campaign_from_config
+from ptb_harness.core.cell_files import lock_file, state_file
 from ptb_harness.core.errors import HarnessError, Interrupted
 from ptb_harness.core.records import atomic_write_json, read_json_dict
 from ptb_harness.core.text import TerminalLogFormatter, terminal_line
@@ -43,7 +44,7 @@ def _write_state(path: Path | None, state: dict[str, Any]) -> None:
 @contextlib.contextmanager
 def stage(log_path: str | Path, name: str, cell_dir: str | Path | None = None) -> Iterator[logging.Logger]:
     log_path = Path(log_path)
-    state_path = Path(cell_dir) / f"{name}.state.json" if cell_dir is not None else None
+    state_path = Path(cell_dir) / state_file(name) if cell_dir is not None else None
     state: dict[str, Any] = {
         "stage": name,
         "state": "running",
@@ -60,7 +61,7 @@ def stage(log_path: str | Path, name: str, cell_dir: str | Path | None = None) -
         # one process per cell and stage: an orphan of a killed Snakemake that still runs
         # must not be joined by a rerun writing the same files (the kernel drops the lock
         # however the holder ends)
-        lock = open(state_path.with_name(f".{name}.lock"), "a")  # noqa: SIM115 - held for the stage
+        lock = open(state_path.with_name(lock_file(name)), "a")  # noqa: SIM115 - held for the stage
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

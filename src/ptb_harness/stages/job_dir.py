@@ -15,6 +15,7 @@ from pathlib import Path
 from ptb_harness.campaign.agents import AgentSpec
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.campaign.tasks import TaskSpec
+from ptb_harness.core.cell_files import FINAL_MODEL
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_text
 from ptb_harness.runtime.procs import iso_utc
@@ -85,7 +86,7 @@ def prepare_job_dir(tmp_root: Path, cell: Cell, agent: AgentSpec, task: TaskSpec
     try:
         shutil.copytree(task.dir, job.task, symlinks=False)
         # evaluate.py's output of an earlier run must never be mistaken for the agent's model
-        shutil.rmtree(job.task / "final_model", ignore_errors=True)
+        shutil.rmtree(job.task / FINAL_MODEL, ignore_errors=True)
         shutil.copy2(agent.solve_sh, job.home / "solve.sh")
         if agent.payload is not None:
             shutil.copytree(agent.payload, job.home / "agent", symlinks=False)

@@ -144,7 +144,7 @@ def run_judge(
         text = transcript.read_text(encoding="utf-8", errors="replace")
         inputs["transcript"] = _sha256(transcript.read_bytes())
         files, files_record = _agent_files(cell_dir)
-        inputs["agent_files"] = {name: _sha256(t.encode()) for name, t in files}
+        inputs[AGENT_FILES] = {name: _sha256(t.encode()) for name, t in files}
         if "missing" in files_record:
             inputs["agent_files_missing"] = files_record["missing"]
         hf_home = str(campaign.settings.site.hf_cache.home or "") or None

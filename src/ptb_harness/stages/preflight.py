@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import socket
 
+from ptb_harness.core.cell_files import PREFLIGHT
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_json
 from ptb_harness.stages.solve_run import HfView, SolveRun
@@ -60,7 +61,7 @@ def run_preflight(run: SolveRun, hf_view: HfView) -> None:
     agent never started) so a rerun or a scheduler retry tries again."""
     ok, reason = _preflight_verdict(run, hf_view)
     atomic_write_json(
-        run.cell_dir / "preflight.json",
+        run.cell_dir / PREFLIGHT,
         {"status": "ok" if ok else "failed", "reason": reason, "gpus": run.gpus, "host": socket.gethostname()},
     )
     if not ok:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 
+from ptb_harness.core.cell_files import FINAL_MODEL
 from ptb_harness.runtime.procs import ProcessResult, iso_utc, utc_stamp
 from ptb_harness.stages.solve_run import HfView, SolveRun
 
@@ -23,7 +24,7 @@ def resume_message(left_s: float) -> str:
     left = max(0, int(left_s))
     return (
         f"You still have {left // 3600}h {left % 3600 // 60}m remaining of your time budget. "
-        "Continue working on the task: improve the model further and make sure final_model/ holds your best model."
+        f"Continue working on the task: improve the model further and make sure {FINAL_MODEL}/ holds your best model."
     )
 
 

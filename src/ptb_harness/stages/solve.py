@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.core.cell_files import PREFLIGHT
 from ptb_harness.core.errors import HarnessError, Interrupted
 from ptb_harness.core.records import atomic_write_json, file_sha256
 from ptb_harness.gpu.cellset import GpuSet, job_gpu_set
@@ -98,7 +99,7 @@ def _prepare(
     gpus = gpu_set.sandbox_ids()
     gpu_info = ", ".join(f"{g.name} {g.uuid}" for g in gpu_set.gpus) or ", ".join(gpus) or "no GPU"
     prompt = render_prompt(campaign, cell, task, campaign.model_source(cell.model), gpu_info)
-    (cell_dir / "preflight.json").unlink(missing_ok=True)
+    (cell_dir / PREFLIGHT).unlink(missing_ok=True)
     job = prepare_job_dir(campaign.settings.site.tmp_root, cell, agent, task, prompt)
     update_attempt(cell_dir, n, job_dir=str(job.root))
     log.info("job dir %s (attempt %d)", job.root, n)

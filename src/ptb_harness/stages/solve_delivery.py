@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ptb_harness.core.cell_files import FINAL_MODEL
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.secrets import secret_needles
 from ptb_harness.runtime.delivery import Delivery, deliver_file, deliver_tree
@@ -25,15 +26,15 @@ def deliver_outputs(run: SolveRun, final_model: Path, raw_trace: Path) -> Delive
     scratch_full = scratch_filled(run.job.root)
     secrets = secrets_from_env(run.variables.pass_names, run.host_env)
     delivery = deliver_tree(
-        run.job.task / "final_model",
+        run.job.task / FINAL_MODEL,
         final_model,
-        label="final_model",
+        label=FINAL_MODEL,
         max_bytes=site.final_model_max_bytes,
         needles=secret_needles(secrets),
         refuse=scratch_full,  # what it left may be cut short: not scored
     )
     if not delivery.present:
-        log.warning("agent left no final_model/ directory")
+        log.warning("agent left no %s/ directory", FINAL_MODEL)
     if delivery.problem:
         log.warning("agent_failed: %s", delivery.problem)
     trace_problem = deliver_file(run.trace, raw_trace, "the trace")

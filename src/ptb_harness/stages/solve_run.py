@@ -12,6 +12,7 @@ from typing import Any
 from ptb_harness.campaign.agents import AgentSpec
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.campaign.tasks import TaskSpec
+from ptb_harness.core.cell_files import PARTIAL_TRACE
 from ptb_harness.gateway.process import GatewayProcess
 from ptb_harness.gpu.cellset import GpuSet
 from ptb_harness.gpu.monitor import GpuMonitor
@@ -59,7 +60,7 @@ class SolveRun:
     def trace(self) -> Path:
         """Written beside the results, outside anything the agent can write: an agent that
         fills its scratch cannot cut it short (or replace it by a link)."""
-        return self.cell_dir / ".solve_out.txt.partial"
+        return self.cell_dir / PARTIAL_TRACE
 
     def launch(
         self,
