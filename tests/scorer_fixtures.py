@@ -43,6 +43,10 @@ AIME25_TEST = [
     {"problem": "Find the remainder when 2025 is divided by 1000.", "answer": "25", "id": "0"},
     {"problem": "Compute 6 times 7.", "answer": "42", "id": "1"},
 ]
+AIME26_TEST = [  # math-ai/aime26: id / problem / answer, as aime25
+    {"id": "0", "problem": "Find the remainder when 2026 is divided by 1000.", "answer": "26"},
+    {"id": "1", "problem": "Compute 27 times 27.", "answer": "729"},
+]
 GPQA_MAIN_TRAIN = [
     {"Pre-Revision Question": "q", "Question": f"Which particle carries charge {q}?",
      "Correct Answer": correct, "Incorrect Answer 1": "photon", "Incorrect Answer 2": "neutrino",
@@ -78,6 +82,7 @@ HF_FIXTURES = {
     "gsm8k": ("openai/gsm8k", "default-data_dir=main", {"train": GSM8K_TRAIN, "test": GSM8K_TEST}),
     "humaneval": ("openai/openai_humaneval", "default", {"test": HUMANEVAL_TEST}),
     "aime2025": ("math-ai/aime25", "default", {"test": AIME25_TEST}),
+    "aime2026": ("math-ai/aime26", "default", {"test": AIME26_TEST}),
     "gpqamain": ("Idavidrein/gpqa", "gpqa_main", {"train": GPQA_MAIN_TRAIN}),
 }
 
@@ -127,7 +132,7 @@ def write_bfcl(inspect_evals_cache: Path) -> None:
     _write_jsonl(root / "unused_datasets/possible_answer/BFCL_v4_exec_simple.json", BFCL_EXEC_SIMPLE_ANSWERS)
 
 
-TASKS = ("gsm8k", "humaneval", "aime2025", "gpqamain", "bfcl")
+TASKS = ("gsm8k", "humaneval", "aime2025", "aime2026", "gpqamain", "bfcl")
 
 
 def write_fixture_cache(hf_home: Path, tasks: tuple[str, ...] = TASKS) -> Path:

@@ -99,7 +99,7 @@ def _score(name: str, args: argparse.Namespace, datasets: list[dict]) -> int:
         "architecture": checked.architecture,
         "template": {"name": checked.template.name, "sha256": checked.template.sha256},
         "datasets": [data.revision(d) for d in datasets],
-        **task_def.settings,
+        **task_def.record(),
     }
     print("PTB_SCORER_INFO " + json.dumps(record, sort_keys=True), flush=True)
     metrics = engine.run_task(task_def.build(), spec, limit=args.limit)

@@ -1,9 +1,10 @@
 """The benchmarks as inspect Tasks, built on inspect_evals at the pinned version.
 
-gsm8k and aime2025 are inspect_evals' own tasks. humaneval is inspect_evals' task with
-its check proxied (:mod:`ptb_scorer.proxied_check`: the tests in a checker process, the
-model's code in a contained answer process) instead of one program in a docker or
-unsandboxed "local" sandbox. gpqamain is our own Task (inspect_evals ships only
+gsm8k, aime2025 and aime2026 are inspect_evals' own tasks, scored by our exact numeric
+matcher (:mod:`ptb_scorer.matching`: inspect's extraction, compared by exact value).
+humaneval is inspect_evals' task with its check proxied (:mod:`ptb_scorer.proxied_check`:
+the tests in a checker process, the model's code in a contained answer process) instead
+of one program in a docker or unsandboxed "local" sandbox. gpqamain is our own Task (inspect_evals ships only
 gpqa_diamond, from a CSV): upstream PostTrainBench's gated HF ``Idavidrein/gpqa``
 gpqa_main, multiple choice with chain of thought, choices shuffled with a fixed seed.
 bfcl is inspect_evals' bfcl on the ``exec_simple`` category with native tool calling;
@@ -29,18 +30,49 @@ class TaskDef:
     tool_calling: bool = False
     #: recorded in metrics.json next to the scores
     settings: dict[str, Any] = field(default_factory=dict)
+    #: more to record, computed when the task is scored (the matcher's probes)
+    describe: Callable[[], dict[str, Any]] | None = None
+
+    def record(self) -> dict[str, Any]:
+        """What metrics.json records of the task's settings."""
+        return {**self.settings, **(self.describe() if self.describe else {})}
+
+
+def _exact(task: Any, scorer: Any) -> Any:
+    """inspect_evals' task, scored by our exact matcher (ptb_scorer.matching) instead."""
+    from inspect_ai import task_with
+
+    return task_with(task, scorer=scorer)
 
 
 def _gsm8k() -> Any:
     from inspect_evals.gsm8k import gsm8k
 
-    return gsm8k()
+    from ptb_scorer.matching import exact_numeric_match
+
+    return _exact(gsm8k(), exact_numeric_match())
 
 
 def _aime2025() -> Any:
     from inspect_evals.aime2025 import aime2025
 
-    return aime2025()
+    from ptb_scorer.matching import aime_exact
+
+    return _exact(aime2025(), aime_exact())
+
+
+def _aime2026() -> Any:
+    from inspect_evals.aime2026 import aime2026
+
+    from ptb_scorer.matching import aime_exact
+
+    return _exact(aime2026(), aime_exact())
+
+
+def _matcher() -> dict[str, Any]:
+    from ptb_scorer.matching import describe
+
+    return describe()
 
 
 def contained_verify(limits: Any = None) -> Any:
@@ -111,9 +143,11 @@ def _bfcl() -> Any:
 
 
 TASKS: dict[str, TaskDef] = {
-    "gsm8k": TaskDef(_gsm8k, settings={"fewshot": 10}),
+    "gsm8k": TaskDef(_gsm8k, settings={"fewshot": 10}, describe=_matcher),
     "humaneval": TaskDef(_humaneval, settings={"humaneval_check": HUMANEVAL_CHECK}),
-    "aime2025": TaskDef(_aime2025),
+    "aime2025": TaskDef(_aime2025, describe=_matcher),
+    # AIME 2026 (inspect_evals' task, math-ai/aime26): in no v1.2 average, weighted nowhere by default
+    "aime2026": TaskDef(_aime2026, describe=_matcher),
     "gpqamain": TaskDef(gpqamain_task, settings={"shuffle_seed": GPQA_SHUFFLE_SEED, "cot": True}),
     "bfcl": TaskDef(_bfcl, tool_calling=True, settings={"categories": ["exec_simple"]}),
 }

@@ -90,6 +90,9 @@ def test_vllm_backend_argv_and_requests(hf_home, tiny_model, tmp_path):
     # the first fixture question's answer is 3,600, the second's -3
     assert (metrics["accuracy"], metrics["n_examples"], metrics["engine"]) == (0.5, 2, "vllm")
     assert metrics["template"]["name"] == "llama3" and len(metrics["template"]["sha256"]) == 64
+    # the scorer variant: our exact matcher, and none of its probes decided otherwise
+    assert metrics["scorer"] == "exact_match"
+    assert metrics["matcher"] == {"name": "last_number_exact/v1", "probes": 19, "probes_disagreeing": []}
 
 
 def test_vllm_backend_bfcl_uses_native_tool_calls(hf_home, tiny_model, tmp_path):

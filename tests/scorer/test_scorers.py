@@ -94,6 +94,75 @@ def test_aime_answers(tasks, i, completion, expected):
     assert correct(task, task.dataset[i], completion) is expected
 
 
+# -- exact numeric matching: near misses on the real task scorers ---------------------------
+def verdict(task: Any, completion: str, target: str) -> bool:
+    """The task's own scorer on a completion, against ``target`` (the first fixture
+    sample, its target replaced)."""
+    from inspect_ai.scorer import Target
+
+    scorer = task.scorer[0] if isinstance(task.scorer, list) else task.scorer
+    return asyncio.run(scorer(state_for(task.dataset[0], completion), Target(target))).value == "C"
+
+
+# (completion, target, correct?): the pinned inspect's match rounds to 5 significant
+# digits (123457 == 123456) and older inspect compared with endswith (711 == 11)
+NEAR_MISS = [
+    ("ANSWER: 711", "11", False),
+    ("ANSWER: 11", "711", False),
+    ("ANSWER: 149", "49", False),
+    ("ANSWER: -3", "3", False),
+    ("ANSWER: 3", "-3", False),
+    ("ANSWER: -3", "-3", True),
+    ("ANSWER: 1,000", "1000", True),
+    ("ANSWER: 1000", "1,000", True),
+    ("ANSWER: 10,000", "1000", False),
+    ("ANSWER: 12.0", "12", True),
+    ("ANSWER: 12", "12.00", True),
+    ("ANSWER: 12.5", "12", False),
+    ("ANSWER: 123457", "123456", False),  # the pinned inspect says CORRECT
+    ("ANSWER: 1000001", "1000000", False),  # the pinned inspect says CORRECT
+    ("ANSWER: 3.14159", "3.141592", False),  # the pinned inspect says CORRECT
+    ("ANSWER: 0.30000000000000004", "0.3", False),
+    ("ANSWER: $1,000.", "1000", True),
+    ("711 is what I first thought; the answer is 11", "11", True),  # the last number counts
+    ("the answer is 11, not 711", "11", False),
+    ("ANSWER: eleven", "11", False),
+]
+AIME_ONLY = [
+    ("so the answer is\n\\boxed{711}", "11", False),
+    ("ANSWER: \\boxed{011}", "11", True),
+    ("$$\n\\boxed{-3}\n$$", "3", False),
+]
+
+
+@pytest.mark.parametrize("task_name", ["gsm8k", "aime2025", "aime2026"])
+@pytest.mark.parametrize(("completion", "target", "expected"), NEAR_MISS)
+def test_numeric_answers_match_exactly(tasks, task_name, completion, target, expected):
+    assert verdict(tasks[task_name], completion, target) is expected
+
+
+@pytest.mark.parametrize("task_name", ["aime2025", "aime2026"])
+@pytest.mark.parametrize(("completion", "target", "expected"), AIME_ONLY)
+def test_aime_boxed_answers_match_exactly(tasks, task_name, completion, target, expected):
+    assert verdict(tasks[task_name], completion, target) is expected
+
+
+def test_the_matcher_decides_its_probes_as_tested():
+    """metrics.json's `matcher` (name, probes decided otherwise) is this table's verdict at
+    scoring time: a pin upgrade that changes matching names the probes it changed."""
+    from ptb_scorer.matching import MATCHER, PROBES, describe, exact_number
+
+    assert describe() == {"matcher": {"name": MATCHER, "probes": len(PROBES), "probes_disagreeing": []}}
+    assert [exact_number(v, t)[1] for v, t, _ in PROBES] == [want for _, _, want in PROBES]
+
+
+def test_aime2026_is_inspect_evals_task_on_its_own_data(tasks):
+    task = tasks["aime2026"]
+    assert [s.target for s in task.dataset] == ["26", "729"]
+    assert correct(task, task.dataset[1], "27 * 27 = 729\nANSWER: 729")
+    assert not correct(task, task.dataset[1], "ANSWER: 29")
+
+
 # -- gpqamain: shuffled choices with a fixed seed --------------------------------------------
 def test_gpqa_choices_are_shuffled_and_the_target_follows_the_correct_answer(tasks):
     from ptb_scorer.tasks import gpqamain_task

@@ -57,6 +57,7 @@ TASKS = {  # task: (agent-side default limit, first cap)
     "humaneval": (150, 4000),
     "gpqamain": (50, 16000),
     "aime2025": (-1, 16000),
+    "aime2026": (-1, 16000),
     "bfcl": (-1, 16000),
     "arenahardwriting": (32, 16384),
     "healthbench": (32, 16384),
@@ -81,16 +82,20 @@ def _datasets(task):
 
 def test_dataset_ids_and_revisions_are_inspect_evals_own():
     from inspect_evals.aime2025 import aime2025 as aime_mod
+    from inspect_evals.aime2026 import aime2026 as aime26_mod
     from inspect_evals.gsm8k import gsm8k as gsm_mod
     from inspect_evals.humaneval import humaneval as he_mod
 
-    aime_mod, gsm_mod, he_mod = (__import__(m.__module__, fromlist=["x"]) for m in (aime_mod, gsm_mod, he_mod))
+    mods = (aime_mod, aime26_mod, gsm_mod, he_mod)
+    aime_mod, aime26_mod, gsm_mod, he_mod = (__import__(m.__module__, fromlist=["x"]) for m in mods)
     (g,) = _datasets("gsm8k")
     assert (g["path"], g["data_dir"], g["revision"]) == (gsm_mod.DATASET_PATH, "main", gsm_mod.GSM8K_DATASET_REVISION)
     (h,) = _datasets("humaneval")
     assert (h["path"], h["revision"]) == (he_mod.DATASET_PATH, he_mod.HUMANEVAL_DATASET_REVISION)
     (a,) = _datasets("aime2025")
     assert (a["path"], a["revision"]) == (aime_mod.DATASET_PATH, aime_mod.AIME2025_DATASET_REVISION)
+    (a26,) = _datasets("aime2026")
+    assert (a26["path"], a26["revision"]) == (aime26_mod.DATASET_PATH, aime26_mod.AIME2026_DATASET_REVISION)
     (q,) = _datasets("gpqamain")
     assert (q["path"], q["name"], q["gated"]) == ("Idavidrein/gpqa", "gpqa_main", True)
 

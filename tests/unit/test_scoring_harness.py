@@ -24,10 +24,12 @@ sys.path.insert(0, str(REPO / "tests"))
 from scorer_fixtures import write_fixture_cache
 
 
-def real_tasks_campaign(tmp_path: Path, arch: str = "LlamaForCausalLM", models: list | None = None) -> Path:
+def real_tasks_campaign(
+    tmp_path: Path, arch: str = "LlamaForCausalLM", models: list | None = None, tasks: tuple = ("gsm8k", "bfcl")
+) -> Path:
     wd = make_workdir(tmp_path / "wd")
     (wd / "models" / "m1" / "config.json").write_text(json.dumps({"architectures": [arch]}))
-    cfg = campaign_config(tasks=["gsm8k", "bfcl"], paths={"tasks_dir": str(REPO / "tasks")})
+    cfg = campaign_config(tasks=list(tasks), paths={"tasks_dir": str(REPO / "tasks")})
     cfg["models"] += models or []
     write_config(wd, cfg)
     return wd
@@ -98,6 +100,22 @@ def test_a_filled_cache_passes_and_prefetch_builds_each_task_from_it(tmp_path):
     assert prefetch(campaign, offline=True, say=said.append) == []
     assert said == [f"prefetch task gsm8k -> {hf}", f"prefetch task bfcl -> {hf}"]
     assert [w for w, _ in prefetch_steps(campaign)] == ["task gsm8k", "task bfcl"]
+
+
+def test_aime2026_is_prefetched_like_the_others(tmp_path):
+    """Its dataset (math-ai/aime26, inspect_evals' pinned revision) is named when missing and
+    built by prefetch's own step (the task's loading code, offline on the fixture cache)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    wd = real_tasks_campaign(tmp_path, tasks=("aime2026",))
+    missing = missing_data(load(wd, hf_home=str(empty), hf_cache_mode="ro"))
+    assert missing == ["aime2026: dataset math-ai/aime26 (default)"]
+    hf = write_fixture_cache(tmp_path / "hf", ("aime2026",))
+    campaign = load(wd, hf_home=str(hf), hf_cache_mode="ro")
+    assert missing_data(campaign) == []
+    said: list[str] = []
+    assert prefetch(campaign, offline=True, say=said.append) == []
+    assert said == [f"prefetch task aime2026 -> {hf}"]
 
 
 INVALID_SCORER = """

@@ -1,4 +1,4 @@
-"""The five benchmark tasks through the harness: one real Snakemake run, one cell per task,
+"""The benchmark tasks through the harness: one real Snakemake run, one cell per task,
 each scored by its real evaluate.py (ptb_scorer on inspect_ai, transformers backend, CPU)
 on the demo's tiny model with the llama3 template, offline, from fixture data in the
 site's HF cache (read-only). The ladder is shortened (tiny caps, `--limit 2`) to keep CI
@@ -24,7 +24,7 @@ COPY_BASE = """
     cp -r "$MODEL_TO_TRAIN" final_model
     echo "copied $MODEL_TO_TRAIN"
 """
-CAPS = {"gsm8k": 3, "humaneval": 4, "aime2025": 5, "gpqamain": 6, "bfcl": 7}
+CAPS = {"gsm8k": 3, "humaneval": 4, "aime2025": 5, "aime2026": 8, "gpqamain": 6, "bfcl": 7}
 
 
 def test_every_task_scores_through_the_ladder(tmp_path):
