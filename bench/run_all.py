@@ -13,6 +13,9 @@ Prints one table and writes bench/results/summary.{csv,md}. Benchmarks (NAME):
   traces     detect + parse + sanitize vs a bare json.loads loop (bench_traces.py)
   status     status and collect's tables on 20,000 cells vs plain loops reading the same
              JSON files (goal <= 3x each); collect with plots vs its tables alone
+  sandbox    a bwrap sandbox's launch (`true` inside), issue 23's new argv (network none
+             and internet) vs the old one (PID and IPC namespaces only) and no sandbox;
+             the added cost per cell is twice the added cost per launch (goal < 0.3 s)
   gpu        the reap decision through NVML vs spawning nvidia-smi (GPU machines only)
   scheduler  the local profile's scheduler: greedy vs ILP on trivial cells
   scale      collect (cold; incremental after 1% of cells changed), the viewer and
@@ -38,6 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import bench_sandbox
 import bench_status
 import bench_traces
 from synthetic import build_campaign
@@ -237,6 +241,24 @@ def bench_cell(tmp: Path, quick: bool) -> None:
     )
 
 
+def bench_sandbox_launch(tmp: Path, quick: bool) -> None:
+    medians = bench_sandbox.measure(5 if quick else 30)
+    old = medians["old bwrap (pid, ipc only)"]
+    floor = medians["no sandbox (floor)"]
+    for network in ("none", "internet"):
+        new = medians[f"new bwrap, network {network}"]
+        row(
+            "sandbox",
+            f"bwrap launch, network {network} (vs the old argv)",
+            new,
+            "old bwrap argv",
+            old,
+            "< 0.3 s added per cell",
+            added_per_cell_s=f"{2 * (new - old):.3f}",
+            no_sandbox_s=f"{floor:.4f}",
+        )
+
+
 # -- traces, gpu, scheduler ---------------------------------------------------------------
 
 
@@ -365,7 +387,7 @@ def bench_scale(tmp: Path, quick: bool) -> None:
         shutil.rmtree(d)
 
 
-BENCHES = ["plan", "rerun", "cell", "traces", "status", "gpu", "scheduler", "scale"]
+BENCHES = ["plan", "rerun", "cell", "sandbox", "traces", "status", "gpu", "scheduler", "scale"]
 
 
 def main() -> int:
@@ -385,6 +407,8 @@ def main() -> int:
             bench_rerun_and_status(tmp, args.quick, which)
         if "cell" in which:
             bench_cell(tmp, args.quick)
+        if "sandbox" in which:
+            bench_sandbox_launch(tmp, args.quick)
         if "traces" in which:
             bench_trace(tmp, args.quick)
         if "gpu" in which:

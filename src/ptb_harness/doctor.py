@@ -189,7 +189,15 @@ def check_sandbox(site: Site, host_env: Mapping[str, str] | None = None) -> list
         targets = [f"{a}:{port}" for a in ("127.0.0.1", "10.0.2.2", *addresses)]
         inside = _probe_sandbox(site, os.environ if host_env is None else host_env, targets)
     if isinstance(inside, str):
-        return [Check("sandbox", False, f"the probe did not run in a real sandbox: {inside}")]
+        fix = "set site.network: none, or let slirp4netns open /dev/net/tun (mode 0666, as Debian ships it)"
+        return [
+            Check(
+                "sandbox",
+                False,
+                f"the probe did not run in a real sandbox: {inside}",
+                fix if "network" in inside else "",
+            )
+        ]
     host = probe()
     return [
         check_sandbox_privileges(inside),

@@ -17,21 +17,18 @@ Then it lets the command start, waits for bwrap and ends as bwrap ended (its exi
 or the signal that killed it). slirp4netns ends with it (``--exit-fd``). No IPv6: the
 sandbox has none (slirp4netns without ``--enable-ipv6``), so no host IPv6 address either.
 
-Stdlib only, importing nothing of the harness (it runs as its own small process; the
-namespaces are joined through the namespace files bwrap's child holds, by descriptor).
+Stdlib only, importing nothing of the harness, and lean (it starts with every bwrap
+sandbox: C modules and ``os.posix_spawn`` only, no subprocess, json or tempfile); the
+namespaces are joined through the descriptors of bwrap's child's namespace files.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import json
 import os
 import select
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 
 #: ioctl(NS_GET_USERNS): the user namespace that owns a namespace (linux/nsfs.h)
@@ -63,31 +60,80 @@ def blocked_routes(fib_trie: str) -> list[str]:
     return [f"route add prohibit {net}" for net in [*host_addresses(fib_trie), *ALWAYS_BLOCKED]]
 
 
-def _read_info(fd: int) -> dict | None:
-    """bwrap's --info-fd JSON (child-pid, namespaces), or None when bwrap ended first."""
-    data = b""
-    while chunk := os.read(fd, 4096):
-        data += chunk
+def child_pid(info: bytes) -> int | None:
+    """The ``child-pid`` of bwrap's --info-fd JSON (``{"child-pid": N}``), None until whole."""
+    text = info.decode(errors="replace")
+    if "}" not in text or '"child-pid"' not in text:
+        return None
+    digits = text.split('"child-pid"', 1)[1].lstrip(" \t\n:").split(",")[0].split("}")[0].strip()
+    return int(digits) if digits.isdigit() else None
+
+
+def _spawn(argv: list[str], keep: tuple[int, ...] = (), stdin: int | None = None, out: int | None = None) -> int:
+    """Start argv (an absolute path) with ``keep`` inherited, stdin and stdout+stderr
+    redirected where given; its pid."""
+    for fd in keep:
+        os.set_inheritable(fd, True)
+    actions = [(os.POSIX_SPAWN_DUP2, stdin, 0)] if stdin is not None else []
+    if out is not None:
+        actions += [(os.POSIX_SPAWN_DUP2, out, 1), (os.POSIX_SPAWN_DUP2, out, 2)]
+    try:
+        return os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
+    finally:
+        for fd in keep:
+            os.set_inheritable(fd, False)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+
+
+def _wait(pid: int, timeout: float | None = None) -> int | None:
+    """pid's wait status (None if it still runs after ``timeout``, or is no child of ours)."""
+    if timeout is None:
         try:
-            return json.loads(data)
-        except ValueError:
-            continue
-    return None
+            return os.waitpid(pid, 0)[1]
+        except ChildProcessError:
+            return None
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.002)
+
+
+def _messages(fd: int) -> str:
+    """What a helper wrote to its memfd, as one line."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    data = b""
+    while chunk := os.read(fd, 65536):
+        data += chunk
+    lines = [line.strip() for line in data.decode(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if not line.startswith("WARNING")]  # slirp4netns's seccomp notice
+    return "; ".join(dict.fromkeys(errors or lines))
 
 
 class _Sandbox:
     """The bwrap process and its child (the sandbox's pid 1, held before the command)."""
 
-    def __init__(self, bwrap: subprocess.Popen, child: int):
+    def __init__(self, bwrap: int, child: int):
         self.bwrap, self.child = bwrap, child
+        self.helpers: list[int] = []
+        self.slirp_log = -1
 
     def fail(self, why: str) -> None:
         """One line, and the sandbox stopped before its command ever ran."""
         print(f"[harness] network: {why}", file=sys.stderr, flush=True)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.child, signal.SIGKILL)  # bwrap's own child: the whole PID namespace goes
-        self.bwrap.kill()
-        self.bwrap.wait()
+        for pid in (self.child, *self.helpers, self.bwrap):  # all started here (bwrap's child by bwrap)
+            _kill(pid)
+        for pid in (*self.helpers, self.bwrap):
+            _wait(pid)
         raise SystemExit(NETWORK_FAILED)
 
     def wait_for_uid_map(self) -> None:
@@ -107,47 +153,61 @@ class _Sandbox:
         self.fail("the sandbox's user namespace got no uid map")
 
 
-def _last_line(f) -> str:
-    f.seek(0)
-    lines = [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
-
-
-def _route(tools: dict[str, str], user_fd: int, net_fd: int, box: _Sandbox) -> None:
+def _start_routes(tools: dict[str, str], ns: tuple[int, int], box: _Sandbox) -> tuple[int, int]:
+    """``ip -batch`` in the sandbox's namespaces, started; (its pid, its messages' memfd)."""
     with open("/proc/net/fib_trie") as f:
-        batch = "\n".join(blocked_routes(f.read())) + "\n"
+        batch = ("\n".join(blocked_routes(f.read())) + "\n").encode()
+    user_fd, net_fd = ns
     argv = [tools["nsenter"], f"--user=/proc/self/fd/{user_fd}", f"--net=/proc/self/fd/{net_fd}"]
     argv += ["--preserve-credentials", tools["ip"], "-batch", "-"]
-    res = subprocess.run(argv, input=batch, capture_output=True, text=True, pass_fds=(user_fd, net_fd))
-    if res.returncode != 0:
-        why = "; ".join(line.strip() for line in res.stderr.splitlines() if line.strip()) or "ip failed"
-        box.fail(f"cannot route the host's addresses away ({why})")
+    log = os.memfd_create("ip")
+    r, w = os.pipe()
+    pid = _spawn(argv, keep=ns, stdin=r, out=log)
+    box.helpers.append(pid)
+    os.close(r)
+    os.write(w, batch)  # a few lines: far below a pipe's buffer
+    os.close(w)
+    return pid, log
 
 
-def _slirp(tools: dict[str, str], user_fd: int, net_fd: int, box: _Sandbox) -> tuple:
-    """slirp4netns started and ready; (its process, the fd whose closing ends it)."""
+def _start_slirp(tools: dict[str, str], ns: tuple[int, int], box: _Sandbox) -> tuple[int, int, int]:
+    """slirp4netns started; (its pid, the fd it says ready on, the fd whose closing ends it)."""
+    user_fd, net_fd = ns
     ready_r, ready_w = os.pipe()
     exit_r, exit_w = os.pipe()
     argv = [tools["slirp4netns"], "--configure", "--mtu=65520", "--disable-host-loopback"]
     argv += ["--enable-sandbox", "--enable-seccomp", "--ready-fd", str(ready_w), "--exit-fd", str(exit_r)]
     argv += [f"--userns-path=/proc/self/fd/{user_fd}", "--netns-type=path", f"/proc/self/fd/{net_fd}", "tap0"]
-    with tempfile.TemporaryFile() as log:  # its messages, kept out of the agent's trace
-        slirp = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(ready_w, exit_r, user_fd, net_fd)
-        )
-        os.close(ready_w)
-        os.close(exit_r)
-        readable, _, _ = select.select([ready_r], [], [], READY_TIMEOUT_S)
-        if not readable or os.read(ready_r, 1) != b"1":
-            slirp.kill()
-            slirp.wait()
-            box.fail(f"slirp4netns did not start ({_last_line(log)})")
+    box.slirp_log = os.memfd_create("slirp4netns")  # its messages, kept out of the agent's trace
+    null = os.open(os.devnull, os.O_RDONLY)
+    pid = _spawn(argv, keep=(ready_w, exit_r, user_fd, net_fd), stdin=null, out=box.slirp_log)
+    box.helpers.append(pid)
+    for fd in (null, ready_w, exit_r):
+        os.close(fd)
+    return pid, ready_r, exit_w
+
+
+def _network(tools: dict[str, str], box: _Sandbox) -> tuple[int, int]:
+    """The routes and slirp4netns, started together, both done; (slirp's pid, its exit fd)."""
+    net_fd = os.open(f"/proc/{box.child}/ns/net", os.O_RDONLY)
+    user_fd = fcntl.ioctl(net_fd, _NS_GET_USERNS)  # the namespace owning it (not a nested one)
+    routes, routes_log = _start_routes(tools, (user_fd, net_fd), box)
+    slirp, ready_r, exit_w = _start_slirp(tools, (user_fd, net_fd), box)
+    os.close(net_fd)
+    os.close(user_fd)
+    status = _wait(routes, READY_TIMEOUT_S)
+    box.helpers.remove(routes)
+    if status is None or os.waitstatus_to_exitcode(status) != 0:
+        box.fail(f"cannot route the host's addresses away ({_messages(routes_log) or 'ip failed'})")
+    readable, _, _ = select.select([ready_r], [], [], READY_TIMEOUT_S)
+    if not readable or os.read(ready_r, 1) != b"1":
+        box.fail(f"slirp4netns did not start ({_messages(box.slirp_log) or 'no message'})")
     os.close(ready_r)
     return slirp, exit_w
 
 
-def _end_as(bwrap: subprocess.Popen) -> None:
-    code = bwrap.returncode
+def _end_as(status: int) -> None:
+    code = os.waitstatus_to_exitcode(status)
     if code < 0:  # killed by a signal: end by the same one, so the launcher sees it
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
@@ -158,31 +218,26 @@ def run(tools: dict[str, str], bwrap_argv: list[str]) -> None:
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()
     argv = [bwrap_argv[0], "--info-fd", str(info_w), "--block-fd", str(block_r), *bwrap_argv[1:]]
-    bwrap = subprocess.Popen(argv, pass_fds=(info_w, block_r))
+    bwrap = _spawn(argv, keep=(info_w, block_r))
     os.close(info_w)
     os.close(block_r)
-    info = _read_info(info_r)
-    if info is None:  # bwrap failed before its child (its message is on stderr)
-        bwrap.wait()
-        _end_as(bwrap)
-    box = _Sandbox(bwrap, int(info["child-pid"]))
+    info, pid = b"", None
+    while pid is None and (chunk := os.read(info_r, 4096)):
+        info += chunk
+        pid = child_pid(info)
+    if pid is None:  # bwrap failed before its child (its message is on stderr)
+        _end_as(_wait(bwrap) or 0)
+    box = _Sandbox(bwrap, pid)
     box.wait_for_uid_map()
-    net_fd = os.open(f"/proc/{box.child}/ns/net", os.O_RDONLY)
-    user_fd = fcntl.ioctl(net_fd, _NS_GET_USERNS)  # the namespace owning it (not a nested one)
-    _route(tools, user_fd, net_fd, box)
-    slirp, exit_w = _slirp(tools, user_fd, net_fd, box)
-    os.close(net_fd)
-    os.close(user_fd)
+    slirp, exit_w = _network(tools, box)
     os.write(block_w, b"1")  # the command starts now
     os.close(block_w)
-    bwrap.wait()
-    os.close(exit_w)
-    try:
-        slirp.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        slirp.kill()
-        slirp.wait()
-    _end_as(bwrap)
+    status = _wait(bwrap) or 0
+    os.close(exit_w)  # slirp4netns ends
+    if _wait(slirp, 10) is None:
+        _kill(slirp)
+        _wait(slirp)
+    _end_as(status)
 
 
 def parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
