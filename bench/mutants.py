@@ -34,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 OUTCOME = "src/ptb_harness/results/outcome.py"
+PROTOCOL = "src/ptb_scorer/protocol.py"
 REAP = "src/ptb_harness/gpu/reap.py"
 RECORDS = "src/ptb_harness/core/records.py"
 EVALUATE = "src/ptb_harness/stages/evaluate.py"
@@ -68,7 +69,7 @@ def _drop_fault(alternative: str, name: str) -> Mutant:
     return Mutant(
         f"outcome: model fault '{name}' forgotten",
         "outcome",
-        OUTCOME,
+        PROTOCOL,
         r'^\s*r"\|?' + re.escape(alternative) + r'.*"\n',
         "",
         f"a scorer failing with '{name}' is blamed on the machine",
@@ -94,8 +95,8 @@ MUTANTS: list[Mutant] = [
         "outcome: one model-fault attempt is enough",
         "outcome",
         OUTCOME,
-        r"(\n\s*)if not matches:\n(\s*)return None",
-        r"\1if not matches:\n\2continue",
+        r"(\n\s*)if fault is None:\n(\s*)return None",
+        r"\1if fault is None:\n\2continue",
         "a scorer that failed once for the machine and once for the model blames the agent",
     ),
     Mutant(

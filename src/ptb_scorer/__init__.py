@@ -12,8 +12,12 @@ harness's scoring copy both run it.
 - ``proxied_check``, ``proxy_runtime``: HumanEval's check, the tests in a checker process and
   the model's code in an answer process, only plain values between them.
 - ``tasks``: the five benchmarks as inspect Tasks.
-- ``cli``: the evaluate.py command line shared by the tasks.
-- ``grader``: the client of grader models on OpenAI-compatible endpoints (also the harness's judge's).
+- ``cli``: the evaluate.py command line and its one ``main``, shared by the tasks; ``task_info``:
+  what it reads of the task's info.json (its defaults), and what an attempt runs with.
+- ``protocol``: the scorer <-> harness protocol: the marker lines, the exit codes, their
+  ``emit_*`` helpers, and the one reader of an attempt's log (the harness imports it).
+- ``llm_client``: the HTTP client of LLMs on OpenAI-compatible endpoints (the graded tasks'
+  grader models, and the harness's judge).
 - ``arena``, ``rubric``: pairwise (Arena-Hard) and rubric (HealthBench) grading.
-- ``graded``: the graded tasks' evaluate.py: the model answers, a grader model grades.
+- ``graded``: the graded tasks' scoring: the model answers, a grader model grades.
 """

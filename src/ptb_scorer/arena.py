@@ -9,7 +9,7 @@ Arena-Hard; 1 otherwise). A question's score is the weighted mean of its two gam
 accuracy is the mean over questions (the candidate's win rate against the baseline),
 with its standard error. A question with an unparsable game is left out and counted.
 
-Standard library only, plus the grader client (ptb_scorer.grader).
+Standard library only, plus the grader client (ptb_scorer.llm_client).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ptb_scorer.grader import GraderClient, GraderUnavailable
+from ptb_scorer.llm_client import LLMClient, LLMUnavailable
 
 STRONG_WEIGHT = 3
 _LABEL = re.compile(r"\[\[\s*(A\s*>>\s*B|A\s*>\s*B|A\s*=\s*B|B\s*>\s*A|B\s*>>\s*A)\s*\]\]")
@@ -79,9 +79,9 @@ def games(q: Question, answer: str) -> list[tuple[str, list[dict[str, str]]]]:
     return out
 
 
-def grade(client: GraderClient, questions: Sequence[Question], answers: Mapping[str, str], max_tokens: int) -> dict:
+def grade(client: LLMClient, questions: Sequence[Question], answers: Mapping[str, str], max_tokens: int) -> dict:
     """Grade every (question, answer) in both orders; the metrics (see module doc).
-    Raises GraderUnavailable when the grader cannot answer."""
+    Raises LLMUnavailable when the grader cannot answer."""
     jobs = [(q, side, msgs) for q in questions for side, msgs in games(q, answers[q.uid])]
     replies = client.map(lambda job: client.chat(job[2], max_tokens=max_tokens), jobs)
     per_question: dict[str, list[tuple[float, int] | None]] = {}
@@ -97,9 +97,7 @@ def grade(client: GraderClient, questions: Sequence[Question], answers: Mapping[
         total_w = sum(w for _, w in results)
         scores.append(sum(v * w for v, w in results) / total_w)
     if questions and not scores:
-        raise GraderUnavailable(
-            f"no question got two verdicts the grader's answers could be parsed into ({dict(labels)})"
-        )
+        raise LLMUnavailable(f"no question got two verdicts the grader's answers could be parsed into ({dict(labels)})")
     return summarize(scores, len(questions), labels)
 
 

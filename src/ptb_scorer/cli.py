@@ -1,21 +1,21 @@
 """The command line every task's evaluate.py shares (the harness's contract):
 
     python evaluate.py [--model-path DIR] [--json-output-file FILE] [--limit N (-1 = all)]
-                       [--templates-dir DIR] [--max-tokens N] [--backend auto|vllm|hf]
-                       [--base-architecture ARCH]
+                       [--templates-dir DIR] [--max-tokens N | --max-new-tokens N]
+                       [--backend auto|vllm|hf] [--base-architecture ARCH]
 
-Writes FILE (atomically) only for a successful run: accuracy, stderr, n_examples, the
-engine and its version, the template and its sha256, the dataset revisions. Prints
-``PTB_SCORER_INFO {json}`` (what this attempt runs with, its token cap first) before
-scoring, and on failure exactly one line, no traceback for known causes:
-``PTB_MODEL_INVALID: why`` (exit 3: the model cannot be scored; the agent's failure),
-``PTB_SCORER_ERROR: why`` (exit 2 data missing, 1 otherwise).
+One ``main`` for every task: a task's info.json gives its defaults (``agent_default_limit``,
+the first ladder stage's ``max_tokens``) and says whether a grader model grades it
+(``uses_grader``: :mod:`ptb_scorer.graded`, whose cap flag is ``--max-new-tokens`` as
+upstream's). Writes FILE (atomically) only for a successful run: accuracy, stderr,
+n_examples, the engine and its version, the template and its sha256, the dataset
+revisions. Prints ``PTB_SCORER_INFO {json}`` before scoring, and on failure exactly one
+line of :mod:`ptb_scorer.protocol`, no traceback for known causes.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
@@ -23,23 +23,28 @@ from pathlib import Path
 
 from ptb_scorer import data
 from ptb_scorer.model import ModelInvalid, check_loadable, check_model
-
-EXIT_MODEL_INVALID = 3
-EXIT_DATA_MISSING = 2
+from ptb_scorer.protocol import (
+    EXIT_DATA_MISSING,
+    EXIT_SCORED,
+    emit_grader_failed,
+    emit_info,
+    emit_model_invalid,
+    emit_scorer_error,
+)
+from ptb_scorer.task_info import TaskInfo, attempt_record
 
 
 def parser(
     name: str,
     default_limit: int,
-    default_max_tokens: int,
+    default_max_tokens: int | None,
     here: Path,
     *,
     cap_flag: str = "--max-tokens",
     unit: str = "examples",
     how: str = "inspect_ai",
 ) -> argparse.ArgumentParser:
-    """The evaluate.py command line every task shares; `cap_flag` names its ladder's token
-    cap (the graded tasks' is --max-new-tokens, as upstream's)."""
+    """The evaluate.py command line every task shares; `cap_flag` names its ladder's token cap."""
     ap = argparse.ArgumentParser(prog="evaluate.py", description=f"Score a model on {name} ({how}).")
     ap.add_argument("--model-path", default="final_model", help="the model to score (Hugging Face format)")
     ap.add_argument("--json-output-file", default="metrics.json", help="where the metrics go")
@@ -51,62 +56,67 @@ def parser(
     return ap
 
 
-def main(name: str, *, default_limit: int, default_max_tokens: int, argv: list[str] | None = None) -> int:
+def task_parser(name: str, info: TaskInfo, here: Path) -> argparse.ArgumentParser:
+    """The command line of one task, its defaults from its info.json."""
+    kind = {"unit": "questions", "how": "graded"} if info.uses_grader else {}
+    return parser(name, info.default_limit, info.default_max_tokens, here, cap_flag=info.cap_flag, **kind)
+
+
+def main(name: str, argv: list[str] | None = None) -> int:
     here = Path(sys.argv[0]).resolve().parent
-    args = parser(name, default_limit, default_max_tokens, here).parse_args(argv)
-    info_json = json.loads((here / "info.json").read_text())
+    info = TaskInfo.read(here / "info.json")
+    args = task_parser(name, info, here).parse_args(argv)
     # inspect_evals reads it once, at import: its own files (bfcl's) live in the HF home
     os.environ.setdefault("INSPECT_EVALS_CACHE_DIR", str(data.CacheLayout.from_env().hf_home / "inspect_evals"))
     # the attempt's log starts with its token cap (the harness's ladder step) and argv
-    print(f"{name}: max_tokens={args.max_tokens} limit={args.limit} backend={args.backend}", flush=True)
+    print(
+        f"{name}: {info.cap_name}={getattr(args, info.cap_name)} limit={args.limit} backend={args.backend}", flush=True
+    )
     print(f"argv: {' '.join(sys.argv[1:] if argv is None else argv)}", flush=True)
+    from ptb_scorer.llm_client import LLMUnavailable
+
     try:
-        return _score(name, args, info_json.get("datasets", []))
+        if info.uses_grader:
+            from ptb_scorer import graded
+
+            return graded.score(name, info, args)
+        return _score(name, info, args)
     except ModelInvalid as e:
-        print(f"PTB_MODEL_INVALID: {e}", flush=True)
-        return EXIT_MODEL_INVALID
+        return emit_model_invalid(e)
     except data.DataMissing as e:
-        print(f"PTB_SCORER_ERROR: dataset missing: {e}", flush=True)
-        return EXIT_DATA_MISSING
+        return emit_scorer_error(f"dataset missing: {e}", EXIT_DATA_MISSING)
+    except LLMUnavailable as e:
+        return emit_grader_failed(e)
     except Exception as e:
         from ptb_scorer.engine import EngineFailed
 
-        if not isinstance(e, EngineFailed):
+        if not isinstance(e, EngineFailed):  # an unknown failure: the traceback helps, then one line
             traceback.print_exc()
         why = str(e).strip().splitlines()[-1][:300] if str(e).strip() else ""
-        print(f"PTB_SCORER_ERROR: {type(e).__name__}: {why}", flush=True)
-        return 1
+        return emit_scorer_error(f"{type(e).__name__}: {why}")
 
 
-def _score(name: str, args: argparse.Namespace, datasets: list[dict]) -> int:
+def _score(name: str, info: TaskInfo, args: argparse.Namespace) -> int:
     from ptb_scorer import engine
     from ptb_scorer.tasks import TASKS
 
     task_def = TASKS[name]
     checked = check_model(Path(args.model_path), args.templates_dir, args.base_architecture)
     check_loadable(checked.path)
-    data.require(datasets)
+    data.require(info.datasets)
     backend = engine.choose_backend(args.backend)
     spec = engine.engine_spec(backend, checked, max_tokens=args.max_tokens, tool_calling=task_def.tool_calling)
-    versions = engine.versions()
     record = {
-        "task": name,
-        "max_tokens": args.max_tokens,
-        "limit": args.limit,
-        "engine": backend,
-        "engine_version": versions.get("vllm" if backend == "vllm" else "transformers"),
-        "versions": versions,
-        "architecture": checked.architecture,
-        "template": {"name": checked.template.name, "sha256": checked.template.sha256},
-        "datasets": [data.revision(d) for d in datasets],
+        **attempt_record(name, info, args, checked, backend),
         **task_def.record(),
     }
-    print("PTB_SCORER_INFO " + json.dumps(record, sort_keys=True), flush=True)
+    emit_info(record)
     metrics = engine.run_task(task_def.build(), spec, limit=args.limit)
     engine.write_json_atomic(Path(args.json_output_file), {**record, **metrics})
     print(f"{name}: accuracy={metrics['accuracy']} n_examples={metrics['n_examples']}", flush=True)
-    return 0
+    return EXIT_SCORED
 
 
-def run(name: str, *, default_limit: int, default_max_tokens: int) -> None:
-    sys.exit(main(name, default_limit=default_limit, default_max_tokens=default_max_tokens))
+def run(name: str) -> None:
+    """A task's evaluate.py: ``run("<task>")``."""
+    sys.exit(main(name))

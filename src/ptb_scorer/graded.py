@@ -1,7 +1,7 @@
 """The graded tasks' evaluate.py: the candidate model answers (inspect_ai on vLLM or
 transformers, as every task), then a grader model grades the answers
 (:mod:`ptb_scorer.arena` pairwise against baseline answers, :mod:`ptb_scorer.rubric`
-against each example's rubric) through :mod:`ptb_scorer.grader`.
+against each example's rubric) through :mod:`ptb_scorer.llm_client`.
 
     python evaluate.py [--model-path DIR] [--json-output-file FILE] [--limit N (-1 = all; default 32)]
                        [--templates-dir DIR] [--max-new-tokens N] [--backend auto|vllm|hf]
@@ -20,20 +20,18 @@ import argparse
 import json
 import random
 import re
-import sys
 import tempfile
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptb_scorer import arena, cli, data, rubric
-from ptb_scorer.grader import Endpoint, GraderClient, GraderUnavailable, fail_attempt
-from ptb_scorer.model import CheckedModel, ModelInvalid, check_loadable, check_model
+from ptb_scorer import arena, data, rubric
+from ptb_scorer.llm_client import Endpoint, LLMClient, LLMUnavailable
+from ptb_scorer.model import CheckedModel, check_loadable, check_model
+from ptb_scorer.protocol import EXIT_SCORED, emit_info
+from ptb_scorer.task_info import TaskInfo, attempt_record
 
-EXIT_MODEL_INVALID = 3
-EXIT_DATA_MISSING = 2
 #: the seed of the question order (upstream shuffles with 42 before taking --limit)
 QUESTION_SEED = 42
 _THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.S)
@@ -82,15 +80,15 @@ def healthbench_items(files: dict[str, Path]) -> list[Item]:
 @dataclass(frozen=True)
 class GradedDef:
     items: Callable[[dict[str, Path]], list[Item]]
-    grade: Callable[[GraderClient, list[Item], dict[str, str]], dict[str, Any]]
+    grade: Callable[[LLMClient, list[Item], dict[str, str]], dict[str, Any]]
     settings: dict[str, Any]
 
 
-def _grade_arena(client: GraderClient, items: list[Item], answers: dict[str, str]) -> dict[str, Any]:
+def _grade_arena(client: LLMClient, items: list[Item], answers: dict[str, str]) -> dict[str, Any]:
     return arena.grade(client, [i.payload for i in items], answers, max_tokens=8192)
 
 
-def _grade_healthbench(client: GraderClient, items: list[Item], answers: dict[str, str]) -> dict[str, Any]:
+def _grade_healthbench(client: LLMClient, items: list[Item], answers: dict[str, str]) -> dict[str, Any]:
     return rubric.grade(client, [i.payload for i in items], answers, max_tokens=2048)
 
 
@@ -149,79 +147,38 @@ def generate(checked: CheckedModel, backend: str, items: list[Item], max_tokens:
     return answers
 
 
-# -- the command line ---------------------------------------------------------------------------
-def main(name: str, *, default_limit: int, default_max_tokens: int, argv: list[str] | None = None) -> int:
-    here = Path(sys.argv[0]).resolve().parent
-    ap = cli.parser(
-        name, default_limit, default_max_tokens, here, cap_flag="--max-new-tokens", unit="questions", how="graded"
-    )
-    args = ap.parse_args(argv)
-    info = json.loads((here / "info.json").read_text())
-    print(f"{name}: max_new_tokens={args.max_new_tokens} limit={args.limit} backend={args.backend}", flush=True)
-    try:
-        return _score(name, args, info.get("datasets", []))
-    except ModelInvalid as e:
-        print(f"PTB_MODEL_INVALID: {e}", flush=True)
-        return EXIT_MODEL_INVALID
-    except data.DataMissing as e:
-        print(f"PTB_SCORER_ERROR: dataset missing: {e}", flush=True)
-        return EXIT_DATA_MISSING
-    except GraderUnavailable as e:
-        fail_attempt(e)
-        return 4  # not reached: fail_attempt exits
-    except Exception as e:  # an unknown failure: the traceback helps, then one line
-        traceback.print_exc()
-        why = str(e).strip().splitlines()[-1][:300] if str(e).strip() else ""
-        print(f"PTB_SCORER_ERROR: {type(e).__name__}: {why}", flush=True)
-        return 1
-
-
-def _score(name: str, args: argparse.Namespace, datasets: list[dict[str, Any]]) -> int:
+# -- the scoring -------------------------------------------------------------------------------
+def score(name: str, info: TaskInfo, args: argparse.Namespace) -> int:
+    """Score a graded task (ptb_scorer.cli.main calls it for a task whose info.json has uses_grader)."""
     from ptb_scorer import engine
 
     graded = GRADED[name]
     # the grader first: an agent (or a harness without one) learns it before any GPU work
     endpoint = Endpoint.from_environ()
     if endpoint is None:
-        raise GraderUnavailable(
+        raise LLMUnavailable(
             "no grader endpoint (PTB_GRADER is unset): graded tasks are scored in the harness's evaluate stage, "
             "which hands the scorer the campaign's grader"
         )
     checked = check_model(Path(args.model_path), args.templates_dir, args.base_architecture)
     check_loadable(checked.path)
-    data.require(datasets)
-    files = {d["role"]: file_path(d) for d in datasets if d["kind"] == "file"}
+    data.require(info.datasets)
+    files = {d["role"]: file_path(d) for d in info.datasets if d["kind"] == "file"}
     items = graded.items(files)
     random.Random(QUESTION_SEED).shuffle(items)
     if args.limit >= 0:
         items = items[: args.limit]
     backend = engine.choose_backend(args.backend)
-    versions = engine.versions()
-    record = {
-        "task": name,
-        "max_new_tokens": args.max_new_tokens,
-        "limit": args.limit,
-        "engine": backend,
-        "engine_version": versions.get("vllm" if backend == "vllm" else "transformers"),
-        "versions": versions,
-        "architecture": checked.architecture,
-        "template": {"name": checked.template.name, "sha256": checked.template.sha256},
-        "datasets": [data.revision(d) for d in datasets],
-        "question_seed": QUESTION_SEED,
-        **graded.settings,
-    }
-    print("PTB_SCORER_INFO " + json.dumps(record, sort_keys=True), flush=True)
+    record = {**attempt_record(name, info, args, checked, backend), "question_seed": QUESTION_SEED}
+    record.update(graded.settings)
+    emit_info(record)
     answers = generate(checked, backend, items, args.max_new_tokens)
-    with GraderClient(endpoint) as client:
+    with LLMClient(endpoint) as client:
         try:
             metrics = graded.grade(client, items, answers)
         finally:
-            usage = client.usage()
+            usage = client.call_stats()
             print(f"{name}: grader {usage['requests']} requests, {usage['retries']} retries", flush=True)
     engine.write_json_atomic(Path(args.json_output_file), {**record, **metrics, "grader": usage})
     print(f"{name}: accuracy={metrics['accuracy']} n_examples={metrics['n_examples']}", flush=True)
-    return 0
-
-
-def run(name: str, *, default_limit: int, default_max_tokens: int) -> None:
-    sys.exit(main(name, default_limit=default_limit, default_max_tokens=default_max_tokens))
+    return EXIT_SCORED

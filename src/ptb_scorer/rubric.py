@@ -8,7 +8,7 @@ error. ``by_theme`` scores the examples of each example-level tag (``theme:...``
 ``by_axis`` scores, over all examples, only the rubric items of each item-level tag
 (``axis:...``), each clipped the same way.
 
-Standard library only, plus the grader client (ptb_scorer.grader).
+Standard library only, plus the grader client (ptb_scorer.llm_client).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptb_scorer.grader import GraderClient, GraderUnavailable
+from ptb_scorer.llm_client import LLMClient, LLMUnavailable
 
 GRADER_TEMPLATE = """You grade one reply of an AI assistant in a conversation against ONE rubric
 criterion. Read the conversation, the reply and the criterion, then answer with a JSON
@@ -98,7 +98,7 @@ def _clipped_mean(values: Sequence[float]) -> tuple[float, float]:
 
 
 def grade(
-    client: GraderClient, examples: Sequence[Example], responses: Mapping[str, str], max_tokens: int, retries: int = 2
+    client: LLMClient, examples: Sequence[Example], responses: Mapping[str, str], max_tokens: int, retries: int = 2
 ) -> dict[str, Any]:
     """Grade every rubric item of every example; the metrics. An item whose answer cannot
     be parsed is asked again (up to `retries` more times), then the attempt fails."""
@@ -117,7 +117,7 @@ def grade(
             met = parse_met(client.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens))
             if met is not None:
                 return met
-        raise GraderUnavailable(f"the grader's answers for {ex.uid} item {k} were not a criteria_met verdict")
+        raise LLMUnavailable(f"the grader's answers for {ex.uid} item {k} were not a criteria_met verdict")
 
     verdicts = client.map(ask, jobs)
     met_of: dict[str, list[bool]] = {}
@@ -125,13 +125,13 @@ def grade(
         met_of.setdefault(ex.uid, []).append(met)
     scores, by_theme, by_axis = _scores(examples, met_of)
     if not scores:
-        raise GraderUnavailable("no example has a rubric with positive points: nothing to score")
+        raise LLMUnavailable("no example has a rubric with positive points: nothing to score")
     accuracy, stderr = _clipped_mean(list(scores.values()))
     return {
         "accuracy": accuracy,
         "stderr": stderr,
         "n_examples": len(scores),
-        "total_grader_calls": client.usage()["requests"],
+        "total_grader_calls": client.call_stats()["requests"],
         "by_theme": {t: _clipped_mean(v)[0] for t, v in sorted(by_theme.items())},
         "by_axis": {t: _clipped_mean(v)[0] for t, v in sorted(by_axis.items())},
         "rubric_items": len(jobs),

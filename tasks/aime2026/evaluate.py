@@ -10,4 +10,4 @@ The scoring code is ptb_scorer (next to this file), on inspect_ai + inspect_eval
 from ptb_scorer.cli import run
 
 if __name__ == "__main__":
-    run("aime2026", default_limit=-1, default_max_tokens=16000)
+    run("aime2026")

@@ -11,4 +11,4 @@ The scoring code is ptb_scorer (next to this file), on inspect_ai + inspect_eval
 from ptb_scorer.cli import run
 
 if __name__ == "__main__":
-    run("bfcl", default_limit=-1, default_max_tokens=16000)
+    run("bfcl")

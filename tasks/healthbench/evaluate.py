@@ -10,7 +10,7 @@ The grader is the campaign's (`grader:`), handed over by the harness's evaluate 
 only; run here by hand, it says that no grader is configured. Code: ptb_scorer.graded.
 """
 
-from ptb_scorer.graded import run
+from ptb_scorer.cli import run
 
 if __name__ == "__main__":
-    run("healthbench", default_limit=32, default_max_tokens=16384)
+    run("healthbench")

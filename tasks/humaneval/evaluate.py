@@ -10,4 +10,4 @@ The scoring code is ptb_scorer (next to this file), on inspect_ai + inspect_eval
 from ptb_scorer.cli import run
 
 if __name__ == "__main__":
-    run("humaneval", default_limit=150, default_max_tokens=4000)
+    run("humaneval")

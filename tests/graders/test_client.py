@@ -9,12 +9,12 @@ import time
 import pytest
 from grader_standin import StandInGrader
 
-from ptb_scorer.grader import (
+from ptb_scorer.llm_client import (
     GRADER_ENV,
     Endpoint,
-    GraderClient,
-    GraderConfigError,
-    GraderUnavailable,
+    LLMClient,
+    LLMConfigError,
+    LLMUnavailable,
 )
 
 KEY = "sk-planted-grader-key-0123456789abcdef"
@@ -25,15 +25,15 @@ def endpoint(url: str, **kw) -> Endpoint:
     return Endpoint.from_dict({**base, **kw})
 
 
-def client(url: str, **kw) -> GraderClient:
-    return GraderClient(endpoint(url, **kw), env={"PTB_GRADER_API_KEY": KEY})
+def client(url: str, **kw) -> LLMClient:
+    return LLMClient(endpoint(url, **kw), env={"PTB_GRADER_API_KEY": KEY})
 
 
 def test_answer_usage_and_auth_header():
     with StandInGrader(script=[("answer", "[[A>B]]")]) as server:
         c = client(server.base_url, usd_per_million_input=2.0, usd_per_million_output=8.0)
         assert c.chat([{"role": "user", "content": "which is better?"}], max_tokens=50) == "[[A>B]]"
-        usage = c.usage()
+        usage = c.call_stats()
     (req,) = server.requests
     assert req.path == "/v1/chat/completions"
     assert req.headers["authorization"] == f"Bearer {KEY}"
@@ -48,7 +48,7 @@ def test_429_and_500_are_retried_and_counted():
     with StandInGrader(script=script) as server:
         c = client(server.base_url)
         assert c.chat([{"role": "user", "content": "q"}]) == "fine"
-        usage = c.usage()
+        usage = c.call_stats()
     assert len(server.requests) == 4
     assert usage["requests"] == 4 and usage["retries"] == 3 and usage["answered"] == 1
     assert usage["statuses"] == {"200": 1, "429": 1, "500": 1, "503": 1}
@@ -58,24 +58,24 @@ def test_a_grader_that_never_answers_fails_with_a_reason():
     with StandInGrader(default=lambda req: ("hang", 5)) as server:
         c = client(server.base_url, timeout_seconds=0.3, max_retries=1)
         t0 = time.monotonic()
-        with pytest.raises(GraderUnavailable, match=r"no answer within 0.3 s .* after 2 tries"):
+        with pytest.raises(LLMUnavailable, match=r"no answer within 0.3 s .* after 2 tries"):
             c.chat([{"role": "user", "content": "q"}])
         assert time.monotonic() - t0 < 3
-        assert c.usage()["timeouts"] == 2 and c.usage()["failed_calls"] == 1
+        assert c.call_stats()["timeouts"] == 2 and c.call_stats()["failed_calls"] == 1
 
 
 def test_garbage_is_retried_then_fails():
     with StandInGrader(default=lambda req: ("garbage", b"<html>proxy error</html>")) as server:
         c = client(server.base_url, max_retries=2)
-        with pytest.raises(GraderUnavailable, match="malformed answer"):
+        with pytest.raises(LLMUnavailable, match="malformed answer"):
             c.chat([{"role": "user", "content": "q"}])
-        assert c.usage()["malformed"] == 3 and len(server.requests) == 3
+        assert c.call_stats()["malformed"] == 3 and len(server.requests) == 3
 
 
 def test_request_budget_stops_the_calls():
     with StandInGrader(default=lambda req: ("status", 500)) as server:
         c = client(server.base_url, max_retries=10, max_requests=4)
-        with pytest.raises(GraderUnavailable, match=r"request budget spent \(4 requests"):
+        with pytest.raises(LLMUnavailable, match=r"request budget spent \(4 requests"):
             c.chat([{"role": "user", "content": "q"}])
         assert len(server.requests) == 4
 
@@ -83,19 +83,19 @@ def test_request_budget_stops_the_calls():
 def test_refused_key_is_not_retried_and_never_echoed():
     with StandInGrader(script=[("status", 401)]) as server:
         c = client(server.base_url)
-        with pytest.raises(GraderConfigError, match="PTB_GRADER_API_KEY was refused") as e:
+        with pytest.raises(LLMConfigError, match="PTB_GRADER_API_KEY was refused") as e:
             c.chat([{"role": "user", "content": "q"}])
         assert KEY not in str(e.value) and len(server.requests) == 1
 
 
 def test_missing_key_variable_is_named():
-    with pytest.raises(GraderConfigError, match="grader key variable PTB_GRADER_API_KEY is not set"):
-        GraderClient(endpoint("http://127.0.0.1:9/v1"), env={})
+    with pytest.raises(LLMConfigError, match="grader key variable PTB_GRADER_API_KEY is not set"):
+        LLMClient(endpoint("http://127.0.0.1:9/v1"), env={})
 
 
 def test_no_key_for_a_local_server():
     with StandInGrader(script=[("answer", "x")]) as server:
-        c = GraderClient(endpoint(server.base_url, api_key_env=None), env={})
+        c = LLMClient(endpoint(server.base_url, api_key_env=None), env={})
         c.chat([{"role": "user", "content": "q"}])
     assert "authorization" not in server.requests[0].headers
 
@@ -117,7 +117,7 @@ def test_map_keeps_order_with_concurrency():
     ],
 )
 def test_bad_endpoints(data, message):
-    with pytest.raises(GraderConfigError, match=message):
+    with pytest.raises(LLMConfigError, match=message):
         Endpoint.from_dict(data)
 
 

@@ -10,12 +10,12 @@ import pytest
 from grader_standin import StandInGrader
 
 from ptb_scorer import arena, rubric
-from ptb_scorer.grader import Endpoint, GraderClient, GraderUnavailable
+from ptb_scorer.llm_client import Endpoint, LLMClient, LLMUnavailable
 
 
-def client(url: str, **kw) -> GraderClient:
+def client(url: str, **kw) -> LLMClient:
     ep = Endpoint.from_dict({"base_url": url, "model": "standin", "api_key_env": None, "backoff_seconds": 0.0, **kw})
-    return GraderClient(ep, env={})
+    return LLMClient(ep, env={})
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_arena_strong_verdict_outweighs_a_weak_one():
 
 def test_arena_unparsable_everywhere_fails():
     q = [arena.Question("q", "Write", "base")]
-    with StandInGrader(default=lambda r: ("answer", "no idea")) as server, pytest.raises(GraderUnavailable):
+    with StandInGrader(default=lambda r: ("answer", "no idea")) as server, pytest.raises(LLMUnavailable):
         arena.grade(client(server.base_url), q, {"q": "cand"}, max_tokens=10)
 
 

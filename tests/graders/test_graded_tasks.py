@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO
 from grader_standin import StandInGrader
 
-from ptb_scorer.grader import Endpoint
+from ptb_scorer.llm_client import Endpoint
 
 KEY = "sk-planted-grader-key-for-graded-tasks-0123"
 QUESTIONS = [

@@ -22,18 +22,19 @@ KEY = "sk-planted-grader-key-0123456789abcdef"
 GRADED_EVALUATE = f"""
     import argparse, json, os, sys
     sys.path.insert(0, {str(REPO / "src")!r})  # the tree under test (the sandbox drops PYTHONPATH)
-    from ptb_scorer.grader import Endpoint, GraderClient, GraderUnavailable, fail_attempt
+    from ptb_scorer.llm_client import Endpoint, LLMClient, LLMUnavailable
+    from ptb_scorer.protocol import fail_attempt
     ap = argparse.ArgumentParser()
     ap.add_argument("--model-path"); ap.add_argument("--json-output-file"); ap.add_argument("--max-tokens")
     a = ap.parse_args()
     print("env names:", sorted(os.environ))
     try:
-        with GraderClient(Endpoint.from_environ()) as grader:
+        with LLMClient(Endpoint.from_environ()) as grader:
             verdicts = [grader.chat([{{"role": "user", "content": f"grade {{i}}"}}]) for i in range(3)]
-    except GraderUnavailable as e:
+    except LLMUnavailable as e:
         fail_attempt(e)
     acc = sum(v == "good" for v in verdicts) / len(verdicts)
-    json.dump({{"accuracy": acc, "grader": grader.usage()}}, open(a.json_output_file, "w"))
+    json.dump({{"accuracy": acc, "grader": grader.call_stats()}}, open(a.json_output_file, "w"))
 """
 
 

@@ -72,8 +72,12 @@ def test_ladder_and_limits_as_upstream(task):
     assert [s["attempts"] for s in ladder] == [4, 3, 2]
     assert [s["max_tokens"] for s in ladder] == [cap, cap * 3 // 4, cap // 2]
     assert info["evaluate"]["extra_args"][:2] == ["--limit", "-1"] and info["agent_default_limit"] == limit
-    src = (REPO / "tasks" / task / "evaluate.py").read_text()
-    assert f'run("{task}", default_limit={limit}, default_max_tokens={cap})' in src
+    # evaluate.py takes its defaults from info.json (the agent-side limit, the first cap)
+    from ptb_scorer.task_info import TaskInfo
+
+    defaults = TaskInfo.read(REPO / "tasks" / task / "info.json")
+    assert (defaults.default_limit, defaults.default_max_tokens) == (limit, cap)
+    assert f'run("{task}")' in (REPO / "tasks" / task / "evaluate.py").read_text()
 
 
 def _datasets(task):

@@ -18,7 +18,8 @@ from ptb_harness.campaign.scoring import base_architecture, check_data, check_te
 from ptb_harness.core.errors import ConfigError, HarnessError
 from ptb_harness.prefetch import prefetch, prefetch_steps
 from ptb_harness.results.outcome import cell_outcome
-from ptb_harness.stages.evaluate import run_evaluate, scorer_report
+from ptb_harness.stages.evaluate import run_evaluate
+from ptb_scorer.protocol import read_attempt_log
 
 sys.path.insert(0, str(REPO / "tests"))
 from scorer_fixtures import write_fixture_cache
@@ -154,6 +155,11 @@ def test_model_invalid_stops_the_ladder_and_is_the_agents_failure(tmp_path):
     assert "--base-architecture LlamaForCausalLM --max-tokens 100" in log and "offline: 1 1" in log
     outcome, why, _ = cell_outcome(cdir)
     assert outcome == "agent_failed" and "architecture changed" in why
+
+
+def scorer_report(attempt_log):
+    report = read_attempt_log(attempt_log)
+    return report.scorer_info, report.model_invalid
 
 
 def test_scorer_report_reads_info_and_the_last_invalid_line(tmp_path):

@@ -28,7 +28,7 @@ from ptb_harness.runtime.hf_cache import HfCacheSettings
 from ptb_harness.runtime.limits import AgentLimits, MiB, default_memory_mb
 from ptb_harness.runtime.sandbox_settings import Bind, RuntimeSettings
 from ptb_harness.runtime.snapshot import frozen_dir
-from ptb_scorer.grader import Endpoint, GraderConfigError
+from ptb_scorer.llm_client import Endpoint, LLMConfigError
 
 T = TypeVar("T")
 
@@ -248,7 +248,7 @@ def endpoint_for(config: Mapping[str, Any], role: Role) -> Endpoint:
     where = "grader" if role == "grader" else "judge.endpoint"
     try:
         return Endpoint.from_dict(data, where)
-    except GraderConfigError as e:
+    except LLMConfigError as e:
         raise ConfigError(str(e)) from None
 
 

@@ -1,3 +1,3 @@
 """The judge's checks (``judge``): n-gram overlap, model identity, hosted-API mentions,
 the judge model's prompt and verdict. Its client is the scorer library's
-(``ptb_scorer.grader``), the one the graded tasks use too."""
+(``ptb_scorer.llm_client``), the one the graded tasks use too."""

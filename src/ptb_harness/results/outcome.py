@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from typing import TypeVar
 from ptb_harness.core.cell_files import EVALUATE, EVALUATE_STATE, JUDGEMENT, METRICS, PREFLIGHT, SOLVE, SOLVE_STATE
 from ptb_harness.core.records import MAX_METRICS_BYTES, check_metrics, read_json_dict, read_record_bytes
 from ptb_harness.runtime.procs import process_start_ticks
+from ptb_scorer.protocol import model_fault, read_attempt_log
 
 T = TypeVar("T")
 
@@ -51,21 +51,6 @@ def marks_legend(flagged: bool = False) -> str:
     if flagged:
         marks.insert(1, f"{FLAGGED_MARK} scored but flagged by the judge")
     return ", ".join(marks)
-
-
-#: What a scorer's log says when the model, not the machine, could not be scored.
-MODEL_FAULTS = re.compile(
-    r"PTB_MODEL_INVALID:.*"
-    r"|does not appear to have (?:a file named|files named) [\w.,\- ]+"
-    r"|Unrecognized (?:configuration class|model)[^\n]*"
-    r"|(?:SafetensorError|safetensors_rust\.SafetensorError)[^\n]*"
-    r"|Error while deserializing header[^\n]*"
-    r"|is not a valid model identifier[^\n]*"
-    r"|No such file or directory: '[^']*(?:config\.json|\.safetensors|\.bin)'"
-    r"|size mismatch for [^\n]*"
-)
-#: How much of an attempt log's end is searched for a model fault.
-LOG_TAIL_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -114,7 +99,7 @@ def read_cell(cell_dir: str | Path, present: frozenset[str] | set[str] | None = 
     if evaluate is not None and evaluate.get("status") == "failed":
         attempts = evaluate.get("attempts")
         tails = {
-            k: _tail(os.path.join(cell_dir, att["log"]))
+            k: read_attempt_log(os.path.join(cell_dir, att["log"]), head_bytes=0).tail
             for k, att in enumerate(attempts if isinstance(attempts, list) else [], 1)
             if isinstance(att, dict) and not att.get("ok") and isinstance(att.get("log"), str)
         }
@@ -131,15 +116,6 @@ def read_cell(cell_dir: str | Path, present: frozenset[str] | set[str] | None = 
         files=frozenset(present) if present is not None else None,
         judgement=load(JUDGEMENT),
     )
-
-
-def _tail(path: str | Path) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 #: Whether the process or job of a `running` state record still lives: True, False, or
@@ -202,11 +178,11 @@ def _model_fault(rec: CellRecords) -> str | None:
         return None
     found = []
     for tail in tails.values():
-        matches = MODEL_FAULTS.findall(tail)
-        if not matches:
+        fault = model_fault(tail)  # the last in the tail: the error the attempt died of
+        if fault is None:
             return None
-        found.append(matches[-1].strip())  # the last: the error the attempt died of
-    return found[-1][:300]
+        found.append(fault)
+    return found[-1]
 
 
 def records_disagree(rec: CellRecords) -> str | None:

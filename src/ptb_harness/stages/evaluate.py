@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -49,7 +47,7 @@ from ptb_harness.runtime.procs import describe, iso_utc, utc_stamp
 from ptb_harness.runtime.sandbox import Bind, LaunchRequest, Sandbox
 from ptb_harness.runtime.snapshot import provenance
 from ptb_harness.stages.provenance import cell_provenance, scorer_versions, versions_command
-from ptb_scorer.grader import GRADER_ENV, grader_failure
+from ptb_scorer.protocol import GRADER_ENV, MODEL_INVALID_MARK, read_attempt_log
 
 log = logging.getLogger("ptb_harness.stages.evaluate")
 
@@ -65,34 +63,6 @@ def evaluate_argv(
     if max_tokens is not None:
         argv += [task.token_flag, str(max_tokens)]
     return argv
-
-
-#: The scorer's own account of an attempt (ptb_scorer.cli): what it ran with, and why the
-#: model (not the machine) cannot be scored. The latter stops the ladder: the model will
-#: not change between attempts.
-SCORER_INFO = re.compile(r"PTB_SCORER_INFO (\{.*\})\s*$", re.M)
-MODEL_INVALID = re.compile(r"PTB_MODEL_INVALID: (.*)$", re.M)
-#: How much of an attempt log is searched for those lines.
-LOG_SCAN_BYTES = 256 * 1024
-
-
-def scorer_report(attempt_log: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(the PTB_SCORER_INFO record, the PTB_MODEL_INVALID reason) of an attempt's log."""
-    try:
-        with open(attempt_log, "rb") as f:
-            head = f.read(LOG_SCAN_BYTES).decode("utf-8", "replace")
-            f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_SCAN_BYTES))
-            tail = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None, None
-    info = None
-    if m := SCORER_INFO.search(head):
-        try:
-            info = json.loads(m.group(1))
-        except ValueError:
-            info = None
-    invalid = MODEL_INVALID.findall(tail)
-    return (info if isinstance(info, dict) else None), (invalid[-1].strip()[:300] if invalid else None)
 
 
 def base_architecture_for(campaign: Campaign, cell: Cell, task: TaskSpec) -> str | None:
@@ -182,11 +152,14 @@ class Ladder:
         data, why = read_record_bytes(out, MAX_METRICS_BYTES)  # no link followed, size bounded
         out.unlink(missing_ok=True)
         metrics, why = check_metrics(data) if data is not None else (None, why or "wrote no metrics file")
+        # the scorer's own account of the attempt (ptb_scorer.protocol): what it ran with,
+        # and why the model (not the machine) cannot be scored, which stops the ladder
+        report = read_attempt_log(attempt_log)
+        scorer, invalid = report.scorer_info, report.model_invalid
         if metrics is None:
-            why = grader_failure(attempt_log) or why
-        scorer, invalid = scorer_report(attempt_log)
+            why = report.grader_failed or why
         if metrics is None and invalid is not None:
-            why = f"PTB_MODEL_INVALID: {invalid}"
+            why = f"{MODEL_INVALID_MARK} {invalid}"
         entry = {
             "attempt": k,
             "max_tokens": cap,

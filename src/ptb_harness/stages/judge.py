@@ -34,7 +34,7 @@ from ptb_harness.graders.judge import (
 )
 from ptb_harness.runtime.procs import iso_utc
 from ptb_harness.traces.redact import Redactor, secrets_from_env
-from ptb_scorer.grader import GraderClient, GraderUnavailable
+from ptb_scorer.llm_client import LLMClient, LLMUnavailable
 
 log = logging.getLogger("ptb_harness.stages.judge")
 
@@ -202,7 +202,7 @@ def run_judge(
         )
         prompt = redact(prompt.encode()).decode("utf-8", "replace")
         inputs["prompt"] = _sha256(prompt.encode())
-        with GraderClient(endpoint, env=host_env) as client:
+        with LLMClient(endpoint, env=host_env) as client:
             try:
                 answer = client.chat(
                     [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}],
@@ -210,8 +210,8 @@ def run_judge(
                 )
                 judged, failure = parse_verdict(answer)
             finally:
-                record["judge"]["usage"] = client.usage()
-    except (JudgeInputError, GraderUnavailable, OSError) as e:
+                record["judge"]["usage"] = client.call_stats()
+    except (JudgeInputError, LLMUnavailable, OSError) as e:
         failure = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
     except Exception as e:  # fail closed: a bug here must not read as clean
         log.exception("judge failed unexpectedly")

@@ -1,5 +1,5 @@
-"""A client for grader and judge models on any OpenAI-compatible Chat Completions
-endpoint (OpenAI, OpenRouter, a local vLLM server, ...).
+"""An HTTP client of LLMs on any OpenAI-compatible Chat Completions endpoint (OpenAI,
+OpenRouter, a local vLLM server, ...): the graded tasks' grader models and the judge.
 
 One client serves the graded tasks' scorers (arenahardwriting, healthbench, run inside
 the scorer sandbox) and the harness's judge stage: it is part of the scorer library (no
@@ -12,10 +12,11 @@ ptb_harness import; the harness imports it, as it does ptb_scorer.data). It:
 - stops at a request budget (every HTTP request counts, retries included), so a grader
   loop can never run up an unbounded bill;
 - counts requests, retries, statuses, tokens and (with prices given) cost, for the
-  metrics and verdict files: :meth:`GraderClient.usage`.
+  metrics and verdict files: :meth:`LLMClient.call_stats`.
 
-A grader that cannot answer raises :class:`GraderUnavailable` with one line saying
-why; scorers turn it into a failed attempt (an infrastructure failure, never a score).
+A model that cannot answer raises :class:`LLMUnavailable` with one line saying why;
+scorers turn it into a failed attempt (an infrastructure failure, never a score: see
+:mod:`ptb_scorer.protocol`).
 
 Built on httpx rather than the ``openai`` package: the openai client's built-in retries
 hide the number of requests (the budget and the accounting need each one), and its
@@ -37,26 +38,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ptb_scorer.protocol import GRADER_ENV
+
 if TYPE_CHECKING:
     import httpx
-
-#: Environment variable through which the harness hands a scorer its grader endpoint
-#: (the JSON of an Endpoint: names the key variable, never holds the key).
-GRADER_ENV = "PTB_GRADER"
-#: The line a scorer prints when its grader failed, so the harness can name the reason.
-GRADER_FAILED_MARK = "PTB_GRADER_FAILED:"
-#: exit status of a scorer whose grader failed (ptb_scorer.cli uses 1-3)
-EXIT_GRADER_FAILED = 4
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-class GraderUnavailable(Exception):
-    """The grader could not give an answer (after retries, or the budget is spent)."""
+class LLMUnavailable(Exception):
+    """The model could not give an answer (after retries, or the budget is spent)."""
 
 
-class GraderConfigError(GraderUnavailable):
+class LLMConfigError(LLMUnavailable):
     """The endpoint is misconfigured (no key in the named variable, a bad URL, 401/404)."""
 
 
@@ -85,15 +80,15 @@ class Endpoint:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise GraderConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+            raise LLMConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         for key in ("base_url", "model"):
             if not isinstance(data.get(key), str) or not data[key]:
-                raise GraderConfigError(f"{where}.{key}: required (a non-empty string)")
+                raise LLMConfigError(f"{where}.{key}: required (a non-empty string)")
         if not data["base_url"].startswith(("http://", "https://")):
-            raise GraderConfigError(f"{where}.base_url: {data['base_url']!r} is not an http(s) URL")
+            raise LLMConfigError(f"{where}.base_url: {data['base_url']!r} is not an http(s) URL")
         ep = cls(**dict(data))
         if ep.concurrency < 1 or ep.max_requests < 1 or ep.max_retries < 0 or ep.timeout_seconds <= 0:
-            raise GraderConfigError(
+            raise LLMConfigError(
                 f"{where}: concurrency, max_requests and timeout_seconds must be positive, max_retries >= 0"
             )
         return ep
@@ -114,15 +109,15 @@ class Endpoint:
         try:
             data = json.loads(raw)
         except ValueError as e:
-            raise GraderConfigError(f"{GRADER_ENV}: not valid JSON ({e})") from None
+            raise LLMConfigError(f"{GRADER_ENV}: not valid JSON ({e})") from None
         if not isinstance(data, dict):
-            raise GraderConfigError(f"{GRADER_ENV}: must hold a JSON object")
+            raise LLMConfigError(f"{GRADER_ENV}: must hold a JSON object")
         return cls.from_dict(data, GRADER_ENV)
 
 
 @dataclass
-class Usage:
-    """What the grader cost this process; ``as_dict`` goes into metrics/verdict files."""
+class CallStats:
+    """What this client's calls cost; ``as_dict`` goes into metrics/verdict files."""
 
     requests: int = 0
     retries: int = 0
@@ -178,7 +173,7 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None  # an HTTP date: use our own backoff
 
 
-class GraderClient:
+class LLMClient:
     """Thread-safe; use :meth:`map` to grade many items with the endpoint's concurrency."""
 
     def __init__(
@@ -194,7 +189,7 @@ class GraderClient:
         if endpoint.api_key_env:
             key = env.get(endpoint.api_key_env)
             if not key:
-                raise GraderConfigError(
+                raise LLMConfigError(
                     f"grader key variable {endpoint.api_key_env} is not set (needed for {endpoint.base_url})"
                 )
             headers["Authorization"] = f"Bearer {key}"
@@ -213,9 +208,9 @@ class GraderClient:
         )
         self._sleep = sleep
         self._lock = threading.Lock()
-        self._usage = Usage()
+        self._stats = CallStats()
 
-    def __enter__(self) -> GraderClient:
+    def __enter__(self) -> LLMClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -224,23 +219,23 @@ class GraderClient:
     def close(self) -> None:
         self._http.close()
 
-    def usage(self) -> dict[str, Any]:
+    def call_stats(self) -> dict[str, Any]:
         with self._lock:
-            return self._usage.as_dict(self.endpoint)
+            return self._stats.as_dict(self.endpoint)
 
     # -- one call ----------------------------------------------------------------------------
     def _count(self, **kw: int) -> None:
         with self._lock:
             for k, v in kw.items():
-                setattr(self._usage, k, getattr(self._usage, k) + v)
+                setattr(self._stats, k, getattr(self._stats, k) + v)
 
     def _take_request(self) -> None:
         with self._lock:
-            if self._usage.requests >= self.endpoint.max_requests:
-                raise GraderUnavailable(
+            if self._stats.requests >= self.endpoint.max_requests:
+                raise LLMUnavailable(
                     f"grader request budget spent ({self.endpoint.max_requests} requests to {self.endpoint.base_url})"
                 )
-            self._usage.requests += 1
+            self._stats.requests += 1
 
     def _once(self, body: dict[str, Any]) -> str:
         import httpx
@@ -254,16 +249,16 @@ class GraderClient:
             self._count(connection_errors=1)
             raise _Retry(f"connection failed ({type(e).__name__}: {str(e)[:120]})") from None
         with self._lock:
-            self._usage.statuses[response.status_code] += 1
+            self._stats.statuses[response.status_code] += 1
         status = response.status_code
         if status == 429 or status >= 500:
             raise _Retry(f"HTTP {status}", _retry_after(response))
         if status in (401, 403):
-            raise GraderConfigError(
+            raise LLMConfigError(
                 f"HTTP {status} from {self.endpoint.base_url}: the key in {self.endpoint.api_key_env} was refused"
             )
         if status != 200:
-            raise GraderConfigError(f"HTTP {status} from {self.endpoint.base_url}: {response.text[:200]!r}")
+            raise LLMConfigError(f"HTTP {status} from {self.endpoint.base_url}: {response.text[:200]!r}")
         try:
             data = response.json()
             content = data["choices"][0]["message"]["content"]
@@ -281,13 +276,13 @@ class GraderClient:
             for ours, theirs in (("prompt_tokens", "prompt_tokens"), ("completion_tokens", "completion_tokens")):
                 v = usage.get(theirs)
                 if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
-                    setattr(self._usage, ours, getattr(self._usage, ours) + v)
+                    setattr(self._stats, ours, getattr(self._stats, ours) + v)
             cost = usage.get("cost")
             if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
-                self._usage.reported_cost_usd += float(cost)
+                self._stats.reported_cost_usd += float(cost)
 
     def chat(self, messages: list[dict[str, str]], *, max_tokens: int | None = None, **extra: Any) -> str:
-        """The model's answer text; retried as the endpoint says. Raises GraderUnavailable."""
+        """The model's answer text; retried as the endpoint says. Raises LLMUnavailable."""
         ep = self.endpoint
         body: dict[str, Any] = {"model": ep.model, "messages": messages, "temperature": ep.temperature, **extra}
         if max_tokens is not None:
@@ -306,18 +301,18 @@ class GraderClient:
                 backoff = random.uniform(0, min(ep.backoff_max_seconds, ep.backoff_seconds * 2**attempt))
                 self._sleep(min(ep.backoff_max_seconds, r.wait_s) if r.wait_s is not None else backoff)
                 continue
-            except GraderUnavailable:
+            except LLMUnavailable:
                 self._count(failed_calls=1)
                 raise
             self._count(answered=1)
             return content
         self._count(failed_calls=1)
-        raise GraderUnavailable(f"grader {ep.model} at {ep.base_url}: {why} after {ep.max_retries + 1} tries")
+        raise LLMUnavailable(f"grader {ep.model} at {ep.base_url}: {why} after {ep.max_retries + 1} tries")
 
     # -- many calls --------------------------------------------------------------------------
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """fn over items with the endpoint's concurrency, results in order. The first
-        GraderUnavailable stops the rest (queued items are cancelled) and is raised."""
+        LLMUnavailable stops the rest (queued items are cancelled) and is raised."""
         items = list(items)
         if self.endpoint.concurrency == 1 or len(items) <= 1:
             return [fn(x) for x in items]
@@ -329,27 +324,3 @@ class GraderClient:
                 for f in futures:
                     f.cancel()
                 raise
-
-
-def grader_failure(log_path: str | os.PathLike[str], tail_bytes: int = 64 * 1024) -> str | None:
-    """The reason a scorer gave on its `PTB_GRADER_FAILED:` line (the last one in the
-    log's tail), or None: the harness names it as the attempt's problem."""
-    try:
-        with open(log_path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - tail_bytes))
-            tail = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    lines = [ln for ln in tail.splitlines() if GRADER_FAILED_MARK in ln]
-    if not lines:
-        return None
-    return "grader failed: " + lines[-1].split(GRADER_FAILED_MARK, 1)[1].strip()[:300]
-
-
-def fail_attempt(error: GraderUnavailable) -> None:
-    """For scorers: print the named reason the harness reads, and exit non-zero (no
-    metrics: a failed attempt, never a score)."""
-    import sys
-
-    print(f"{GRADER_FAILED_MARK} {error}", flush=True)
-    sys.exit(EXIT_GRADER_FAILED)
