@@ -127,7 +127,7 @@ def test_each_ladder_step_gives_evaluate_py_its_token_cap(tmp_path):
 )
 def test_evaluate_argv_carries_the_cap_under_the_tasks_flag(tmp_path, token_flag, extra, cap, tail):
     from ptb_harness.campaign.tasks import TaskSpec
-    from ptb_harness.stages.evaluate import evaluate_argv
+    from ptb_harness.stages.scorer_job import evaluate_argv
 
     task = TaskSpec("t", tmp_path, "b", (), (), token_flag, extra, None)
     argv = evaluate_argv(task, Path("/m"), Path("/o.json"), cap)
