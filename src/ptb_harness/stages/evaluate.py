@@ -24,6 +24,7 @@ from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.core.cell_files import EVALUATE, EVALUATE_LOGS, PROVENANCE
+from ptb_harness.core.cell_files import attempt_log as attempt_log_name
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import (
     MAX_METRICS_BYTES,
@@ -75,7 +76,7 @@ class Ladder:
         out.unlink(missing_ok=True)
         inside = job.sandbox.view(job.home, job.tmp, job.hf_view[0]).tmp
         launch = job.sandbox.launch(job.request(self.model, Path(inside) / out.name, cap))
-        attempt_log = self.attempts_dir / f"attempt-{k}.log"
+        attempt_log = self.attempts_dir / attempt_log_name(k)
         if self.cell.num_gpus:
             self._reap(k)
         log.info("attempt %d/%d (max_tokens=%s)", k, self.steps, cap)
