@@ -12,7 +12,7 @@ from conftest import REPO
 
 PACKAGE = REPO / "src" / "ptb_harness"
 # bottom to top; a top-level module's layer is its own name
-LAYERS = ["core", "graders", "runtime", "gpu", "traces", "gateway", "campaign", "stages", "results", "top"]
+LAYERS = ["core", "judging", "runtime", "gpu", "traces", "gateway", "campaign", "stages", "results", "top"]
 TOP = {"cli", "doctor", "demo", "prefetch", "__main__", "__init__"}
 
 

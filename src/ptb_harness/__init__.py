@@ -4,7 +4,8 @@ The package is layered; imports only point down (``tests/test_layers.py`` enforc
 
 1. ``core``: errors, atomic writes and bounded reads, a cell's files and typed records
    (``cell_files``) and where cells and campaign outputs live (``layout``).
-   ``graders``: the judge's checks (its client is ptb_scorer.llm_client, the graded tasks').
+   ``judging``: the judge's logic, pure: deterministic checks, prompt, verdict (its client
+   is ptb_scorer.llm_client, the graded tasks').
 2. ``runtime``: budgeted processes, the sandbox runtimes, HF cache view, harness snapshot,
    scheduler job.
 3. ``gpu``: the cell's GPUs on NVML: ids, the GPU set, leases, scoped reaping, monitor.

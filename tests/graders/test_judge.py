@@ -15,7 +15,8 @@ from grader_standin import StandInGrader
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.config import load_config_files
 from ptb_harness.campaign.scoring import base_architecture, missing_data
-from ptb_harness.graders.judge import combine, model_identity, ngram_overlap, parse_verdict
+from ptb_harness.judging.checks import model_identity, ngram_overlap
+from ptb_harness.judging.verdict import combine, parse_verdict
 from ptb_harness.stages.agent_files import save_agent_files
 from ptb_harness.stages.judge import run_judge
 from ptb_harness.traces.redact import Redactor
@@ -271,6 +272,7 @@ def test_the_real_gsm8k_test_set_from_the_hf_cache(tmp_path: Path, monkeypatch):
         )
         info = json.loads((REPO / "tasks" / "gsm8k" / "info.json").read_text())
         (campaign.task_dir("graded") / "info.json").write_text(json.dumps({"judge": info["judge"]}))
+        campaign = load_config_files(campaign.workdir)  # as the judge job does: info.json is read at load
         record = judge(campaign, cell, cdir)
     ngram = record["checks"]["ngram_overlap"]
     assert ngram["test_samples"] == len(GSM8K_TEST)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.cells import Campaign
-from ptb_harness.campaign.graders import check_grader_keys
+from ptb_harness.campaign.grader_keys import check_grader_keys
 from ptb_harness.campaign.scoring import check_data, check_templates
 from ptb_harness.campaign.settings import campaign_from_config, check_campaign, merge_campaign_file
 from ptb_harness.core.errors import ConfigError

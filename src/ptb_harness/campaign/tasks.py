@@ -1,8 +1,12 @@
-"""A task directory, read and checked: evaluate.py, benchmark.txt, info.json (with the retry ladder)."""
+"""A task directory, read and checked: evaluate.py, benchmark.txt, info.json (the retry
+ladder, the grader, the judge's test set and rules, the agent-side limit). info.json is
+read here once, into a typed ``TaskSpec``; the stages read the spec, never the file."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,23 @@ class LadderStage:
 
 
 @dataclass(frozen=True)
+class JudgeSpec:
+    """info.json ``judge``: where the task's test set is and what the agent may train on
+    (``test_set`` as written: the judge checks its shape, and fails closed on a bad one)."""
+
+    test_set: Mapping[str, Any] | None = None
+    allowed_data: str | None = None
+    disallowed_data: str | None = None
+
+    @classmethod
+    def from_info(cls, raw: Any) -> JudgeSpec:
+        if not isinstance(raw, dict):
+            return cls()
+        text = {k: raw[k] if isinstance(raw.get(k), str) else None for k in ("allowed_data", "disallowed_data")}
+        return cls(test_set=raw.get("test_set"), **text)
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     name: str
     dir: Path
@@ -38,6 +59,15 @@ class TaskSpec:
     pass_base_architecture: bool = False
     #: What the task reads from the HF cache (info.json ``datasets``; see ptb_scorer.data).
     datasets: tuple[dict[str, Any], ...] = ()
+    #: info.json ``uses_grader``: the scorer needs the campaign's grader model
+    uses_grader: bool = False
+    #: info.json ``judge``: the test set and the rules the judge checks the agent against
+    judge: JudgeSpec = field(default_factory=JudgeSpec)
+    #: info.json ``agent_default_limit``: the --limit of an agent's own evaluate.py run
+    #: (ptb_scorer takes it as its default; the harness always passes --limit -1)
+    agent_default_limit: int | None = None
+    #: sha256 of info.json as read (None: the task has none)
+    info_sha256: str | None = None
 
     @property
     def evaluate_py(self) -> Path:
@@ -83,8 +113,35 @@ def load_task(task_dir: Path) -> TaskSpec:
         raise ConfigError(f"{task_dir / 'evaluate.py'} not found (every task needs an evaluate.py)")
     info_path = task_dir / "info.json"
     info = read_json_object(info_path)
-    where = f"{info_path}: evaluate"
-    ev = info.get("evaluate", {})
+    info_sha256 = hashlib.sha256(info_path.read_bytes()).hexdigest() if info_path.is_file() else None
+    evaluate = _evaluate_section(info.get("evaluate", {}), f"{info_path}: evaluate")
+    datasets = info.get("datasets", [])
+    if not isinstance(datasets, list) or not all(_dataset_entry(d) for d in datasets):
+        raise ConfigError(
+            f"{info_path}: datasets: a list of {{kind: hf_dataset, path, ...}}, {{kind: inspect_evals_cache, files}}"
+            " or {kind: file, url, path, role}"
+        )
+    limit = info.get("agent_default_limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < -1):
+        raise ConfigError(f"{info_path}: agent_default_limit: must be an integer >= -1 (-1 = all)")
+    bench_file = task_dir / "benchmark.txt"
+    benchmark = bench_file.read_text(encoding="utf-8").strip() if bench_file.exists() else task_dir.name
+    return TaskSpec(
+        name=task_dir.name,
+        dir=task_dir,
+        benchmark=benchmark,
+        required_api_keys=tuple(check_env_names(info.get("required_api_keys", []), f"{info_path}: required_api_keys")),
+        **evaluate,
+        datasets=tuple(datasets),
+        uses_grader=info.get("uses_grader") is True,
+        judge=JudgeSpec.from_info(info.get("judge")),
+        agent_default_limit=limit,
+        info_sha256=info_sha256,
+    )
+
+
+def _evaluate_section(ev: Any, where: str) -> dict[str, Any]:
+    """info.json ``evaluate``, checked: the TaskSpec fields of the scorer's ladder and command line."""
     if not isinstance(ev, dict):
         raise ConfigError(f"{where}: must be an object")
     unknown = set(ev) - {"ladder", "token_flag", "extra_args", "attempt_timeout_minutes", "pass_base_architecture"}
@@ -101,26 +158,13 @@ def load_task(task_dir: Path) -> TaskSpec:
         raise ConfigError(f"{where}.attempt_timeout_minutes: must be a positive number")
     if not isinstance(ev.get("pass_base_architecture", False), bool):
         raise ConfigError(f"{where}.pass_base_architecture: must be true or false")
-    datasets = info.get("datasets", [])
-    if not isinstance(datasets, list) or not all(_dataset_entry(d) for d in datasets):
-        raise ConfigError(
-            f"{info_path}: datasets: a list of {{kind: hf_dataset, path, ...}}, {{kind: inspect_evals_cache, files}}"
-            " or {kind: file, url, path, role}"
-        )
-    bench_file = task_dir / "benchmark.txt"
-    benchmark = bench_file.read_text(encoding="utf-8").strip() if bench_file.exists() else task_dir.name
-    return TaskSpec(
-        name=task_dir.name,
-        dir=task_dir,
-        benchmark=benchmark,
-        required_api_keys=tuple(check_env_names(info.get("required_api_keys", []), f"{info_path}: required_api_keys")),
-        ladder=_ladder(ev.get("ladder", list(DEFAULT_LADDER)), f"{where}.ladder"),
-        token_flag=token_flag,
-        extra_args=tuple(extra),
-        attempt_timeout_minutes=timeout,
-        pass_base_architecture=ev.get("pass_base_architecture", False),
-        datasets=tuple(datasets),
-    )
+    return {
+        "ladder": _ladder(ev.get("ladder", list(DEFAULT_LADDER)), f"{where}.ladder"),
+        "token_flag": token_flag,
+        "extra_args": tuple(extra),
+        "attempt_timeout_minutes": timeout,
+        "pass_base_architecture": ev.get("pass_base_architecture", False),
+    }
 
 
 def _dataset_entry(d: Any) -> bool:

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from ptb_harness.core.cell_files import JUDGEMENT
 from ptb_harness.core.records import read_json_dict
-
-CHECKS = ("contamination", "disallowed_model", "api_usage")
+from ptb_harness.judging.verdict import CHECKS
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The judge stage of one cell: gather its inputs, run the deterministic checks and the
-judge model (``ptb_harness.graders.judge``), write judgement.json.
+"""The judge stage of one cell: gather the evidence, run the deterministic checks, ask the
+judge model (the logic: ``ptb_harness.judging``), write judgement.json.
 
 Fails closed: whatever goes wrong (an input that cannot be read, a test set that cannot
 be loaded, the judge model's error, timeout or unparsable answer), the verdict is
@@ -15,23 +15,19 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.agents import allowed_env_names
 from ptb_harness.campaign.cells import Campaign, Cell
 from ptb_harness.campaign.scoring import base_config_json, model_config_json, read_model_config
+from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.cell_files import AGENT_FILES, AGENT_FILES_RECORD
 from ptb_harness.core.records import atomic_write_json, read_json_dict
-from ptb_harness.graders.judge import (
-    SYSTEM_PROMPT,
-    build_prompt,
-    combine,
-    hosted_api_mentions,
-    model_identity,
-    ngram_overlap,
-    parse_verdict,
-)
+from ptb_harness.judging.checks import contamination, hosted_api_mentions, model_identity
+from ptb_harness.judging.prompt import SYSTEM_PROMPT, build_prompt
+from ptb_harness.judging.verdict import combine, parse_verdict
 from ptb_harness.runtime.procs import iso_utc
 from ptb_harness.traces.redact import Redactor, secrets_from_env
 from ptb_scorer.llm_client import LLMClient, LLMUnavailable
@@ -47,11 +43,10 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_test_set(task_dir: Path, info: Mapping[str, Any], hf_home: str | None) -> list[str] | None:
+def read_test_set(task_dir: Path, spec: Any, hf_home: str | None) -> list[str] | None:
     """The task's test samples as text (info.json `judge.test_set`), or None when the task
     declares none. `{"path": "file.jsonl", "fields": [...]}` (relative to the task dir) or
     `{"hf_dataset": id, "config": c, "split": s, "fields": [...]}` (offline, from the cache)."""
-    spec = (info.get("judge") or {}).get("test_set") if isinstance(info.get("judge"), dict) else None
     if spec is None:
         return None
     if not isinstance(spec, dict) or not isinstance(spec.get("fields"), list) or not spec["fields"]:
@@ -115,6 +110,28 @@ def _agent_files(cell_dir: Path) -> tuple[list[tuple[str, str]], dict]:
     return files, record
 
 
+@dataclass
+class _Findings:
+    """What the judge has found so far: the sha256 of each input read, the checks' reports
+    and the deterministic results. Filled step by step, and kept in judgement.json when a
+    later step fails."""
+
+    inputs: dict[str, Any] = field(default_factory=dict)
+    checks: dict[str, Any] = field(default_factory=dict)
+    deterministic: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: final_model's config.json (None: missing or unreadable) and its text, for the prompt
+    final_config: dict | None = None
+    final_config_text: str = ""
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """The agent's side of the cell: its sanitized transcript and its kept files."""
+
+    transcript: str
+    files: list[tuple[str, str]]
+
+
 def run_judge(
     campaign: Campaign,
     cell: Cell,
@@ -124,102 +141,123 @@ def run_judge(
     judgement_json: Path,
     host_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Judge one cell and write judgement.json (always, fail closed). Returns it."""
+    """Judge one cell and write judgement.json (always, fail closed): gather the evidence,
+    run the deterministic checks, ask the judge model, record. Returns the record."""
     host_env = dict(os.environ if host_env is None else host_env)
-    cfg = campaign.settings.judge
-    cell_dir = judgement_json.parent
-    record: dict[str, Any] = {"cell": cell.wildcards, "started_at": iso_utc(time.time())}
-    endpoint = cfg.endpoint
+    endpoint = campaign.settings.judge.endpoint
     assert endpoint is not None, "the judge rule runs only with judge.enabled"
+    record: dict[str, Any] = {"cell": cell.wildcards, "started_at": iso_utc(time.time())}
     record["judge"] = {"model": endpoint.model, "base_url": endpoint.base_url}
-    inputs: dict[str, Any] = {}
-    deterministic: dict[str, dict[str, Any]] = {}
-    checks: dict[str, Any] = {}
+    found = _Findings()
     judged, failure = None, ""
     try:
         task = campaign.task(cell.task)
-        info_path = task.dir / "info.json"
-        info = read_json_dict(info_path) or {}
-        inputs["info_json"] = _sha256(info_path.read_bytes()) if info_path.is_file() else None
-        text = transcript.read_text(encoding="utf-8", errors="replace")
-        inputs["transcript"] = _sha256(transcript.read_bytes())
-        files, files_record = _agent_files(cell_dir)
-        inputs[AGENT_FILES] = {name: _sha256(t.encode()) for name, t in files}
-        if "missing" in files_record:
-            inputs["agent_files_missing"] = files_record["missing"]
-        hf_home = str(campaign.settings.site.hf_cache.home or "") or None
-
+        evidence = _gather(task, transcript, judgement_json.parent, found)
         # deterministic checks first: facts for the judge, and flags whatever it says
-        samples = read_test_set(task.dir, info, hf_home)
-        if samples is None:
-            deterministic["contamination"] = {
-                "flagged": False,
-                "source": "ngram",
-                "justification": "the task declares no test set (info.json judge.test_set): overlap not checked",
-            }
-        else:
-            inputs["test_set"] = _sha256("\x1e".join(samples).encode())
-            tolerated = cfg.max_contaminated_samples
-            report = ngram_overlap(samples, files, cfg.ngram_n, cfg.sample_overlap)
-            checks["ngram_overlap"] = summary = report.as_dict(tolerated)
-            where = "; ".join(f"sample {e['sample']} in {', '.join(e['files'])}" for e in summary["examples"][:3])
-            deterministic["contamination"] = {
-                "flagged": summary["flagged"],
-                "source": "ngram",
-                "justification": f"{summary['contaminated_samples']} of {summary['test_samples']} test samples "
-                f"found in the agent's files by {report.n}-gram overlap ({tolerated} tolerated)"
-                + (f": {where}" if where else ""),
-            }
-        final_cfg_path = final_model / "config.json"
-        final_cfg = read_json_dict(final_cfg_path)
-        inputs["final_model_config"] = _sha256(final_cfg_path.read_bytes()) if final_cfg is not None else None
-        # the plan's reader (campaign.scoring): the snapshot huggingface_hub loads offline
-        base_cfg = read_model_config(base_config_json(campaign, cell.model))
-        inputs["base_model_config"] = _sha256(json.dumps(base_cfg, sort_keys=True).encode()) if base_cfg else None
-        instruct = {}
-        for ref in cfg.instruct_variants.get(cell.model, []):
-            ref_cfg = read_model_config(model_config_json(campaign, ref))
-            if ref_cfg is None:
-                raise JudgeInputError(f"judge.instruct_variants.{cell.model}: no config.json for {ref} (prefetch it)")
-            instruct[ref] = ref_cfg
-        checks["hosted_api_mentions"] = hosted_api_mentions(files)
-        identity = model_identity(final_cfg, base_cfg, instruct)
-        checks["model_identity"] = identity
-        deterministic["disallowed_model"] = {**identity, "source": "model_identity"}
-
-        # the judge model reads the evidence, redacted once more as a whole
-        agent = campaign.agent(cell.agent)
-        names = [*allowed_env_names(agent, task.required_api_keys), *campaign.settings.grader_key_names]
-        redact = Redactor(secrets_from_env(names, host_env))
-        prompt = build_prompt(
-            task_name=task.name,
-            info=info,
-            checks=checks,
-            transcript=text,
-            files=files,
-            final_config=final_cfg_path.read_text(errors="replace") if final_cfg is not None else "",
-            max_chars=cfg.max_prompt_chars,
-        )
-        prompt = redact(prompt.encode()).decode("utf-8", "replace")
-        inputs["prompt"] = _sha256(prompt.encode())
-        with LLMClient(endpoint, env=host_env) as client:
-            try:
-                answer = client.chat(
-                    [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}],
-                    max_tokens=2000,
-                )
-                judged, failure = parse_verdict(answer)
-            finally:
-                record["judge"]["usage"] = client.call_stats()
+        _contamination(campaign, task, evidence, found)
+        _disallowed_model(campaign, cell, final_model, found)
+        found.checks["hosted_api_mentions"] = hosted_api_mentions(evidence.files)
+        judged, failure = _ask_judge(campaign, cell, task, evidence, found, record, host_env)
     except (JudgeInputError, LLMUnavailable, OSError) as e:
         failure = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
     except Exception as e:  # fail closed: a bug here must not read as clean
         log.exception("judge failed unexpectedly")
         failure = f"harness error: {type(e).__name__}: {e}"
-    verdict = combine(deterministic, judged, failure)
-    record.update(verdict)
-    record["checks"] = checks
-    record["inputs"] = inputs
+    return _write_record(record, found, judged, failure, judgement_json)
+
+
+def _gather(task: TaskSpec, transcript: Path, cell_dir: Path, found: _Findings) -> _Evidence:
+    """The task's rules (as hashed at load), the transcript and the agent's kept files."""
+    found.inputs["info_json"] = task.info_sha256
+    text = transcript.read_text(encoding="utf-8", errors="replace")
+    found.inputs["transcript"] = _sha256(transcript.read_bytes())
+    files, files_record = _agent_files(cell_dir)
+    found.inputs[AGENT_FILES] = {name: _sha256(t.encode()) for name, t in files}
+    if "missing" in files_record:
+        found.inputs["agent_files_missing"] = files_record["missing"]
+    return _Evidence(text, files)
+
+
+def _contamination(campaign: Campaign, task: TaskSpec, evidence: _Evidence, found: _Findings) -> None:
+    """The agent's files against the task's test set (n-gram overlap)."""
+    cfg = campaign.settings.judge
+    hf_home = str(campaign.settings.site.hf_cache.home or "") or None
+    samples = read_test_set(task.dir, task.judge.test_set, hf_home)
+    if samples is not None:
+        found.inputs["test_set"] = _sha256("\x1e".join(samples).encode())
+    summary, result = contamination(
+        samples, evidence.files, cfg.ngram_n, cfg.sample_overlap, cfg.max_contaminated_samples
+    )
+    if summary is not None:
+        found.checks["ngram_overlap"] = summary
+    found.deterministic["contamination"] = result
+
+
+def _disallowed_model(campaign: Campaign, cell: Cell, final_model: Path, found: _Findings) -> None:
+    """final_model's config against the base model's and its instruct variants' (model identity)."""
+    final_cfg_path = final_model / "config.json"
+    found.final_config = read_json_dict(final_cfg_path)
+    if found.final_config is not None:
+        found.inputs["final_model_config"] = _sha256(final_cfg_path.read_bytes())
+        found.final_config_text = final_cfg_path.read_text(errors="replace")
+    else:
+        found.inputs["final_model_config"] = None
+    # the plan's reader (campaign.scoring): the snapshot huggingface_hub loads offline
+    base_cfg = read_model_config(base_config_json(campaign, cell.model))
+    found.inputs["base_model_config"] = _sha256(json.dumps(base_cfg, sort_keys=True).encode()) if base_cfg else None
+    instruct = {}
+    for ref in campaign.settings.judge.instruct_variants.get(cell.model, []):
+        ref_cfg = read_model_config(model_config_json(campaign, ref))
+        if ref_cfg is None:
+            raise JudgeInputError(f"judge.instruct_variants.{cell.model}: no config.json for {ref} (prefetch it)")
+        instruct[ref] = ref_cfg
+    identity = model_identity(found.final_config, base_cfg, instruct)
+    found.checks["model_identity"] = identity
+    found.deterministic["disallowed_model"] = {**identity, "source": "model_identity"}
+
+
+def _ask_judge(
+    campaign: Campaign,
+    cell: Cell,
+    task: TaskSpec,
+    evidence: _Evidence,
+    found: _Findings,
+    record: dict[str, Any],
+    host_env: Mapping[str, str],
+) -> tuple[dict[str, dict[str, Any]] | None, str]:
+    """The judge model reads the evidence, redacted once more as a whole: (its verdict, '')
+    or (None, why there is none). Its call stats go into the record either way."""
+    names = [*allowed_env_names(campaign.agent(cell.agent), task.required_api_keys)]
+    redact = Redactor(secrets_from_env([*names, *campaign.settings.grader_key_names], host_env))
+    prompt = build_prompt(
+        task_name=task.name,
+        allowed_data=task.judge.allowed_data,
+        disallowed_data=task.judge.disallowed_data,
+        checks=found.checks,
+        transcript=evidence.transcript,
+        files=evidence.files,
+        final_config=found.final_config_text,
+        max_chars=campaign.settings.judge.max_prompt_chars,
+    )
+    prompt = redact(prompt.encode()).decode("utf-8", "replace")
+    found.inputs["prompt"] = _sha256(prompt.encode())
+    endpoint = campaign.settings.judge.endpoint
+    assert endpoint is not None
+    with LLMClient(endpoint, env=host_env) as client:
+        try:
+            messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
+            return parse_verdict(client.chat(messages, max_tokens=2000))
+        finally:
+            record["judge"]["usage"] = client.call_stats()
+
+
+def _write_record(
+    record: dict[str, Any], found: _Findings, judged: dict | None, failure: str, judgement_json: Path
+) -> dict[str, Any]:
+    """judgement.json: the verdict combined from the checks and the judge's, and what it read."""
+    record.update(combine(found.deterministic, judged, failure))
+    record["checks"] = found.checks
+    record["inputs"] = found.inputs
     if failure:
         record["judge"]["error"] = failure
     record["ended_at"] = iso_utc(time.time())

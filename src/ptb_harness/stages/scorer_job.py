@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.cells import Campaign, Cell
-from ptb_harness.campaign.graders import task_uses_grader
 from ptb_harness.campaign.scoring import base_architecture
 from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.errors import HarnessError
@@ -171,7 +170,7 @@ def scorer_job(
 
 def _grader(campaign: Campaign, task: TaskSpec) -> tuple[dict[str, str], list[str]]:
     """A graded task's scorer gets the grader endpoint (no secret) and its key variable by name."""
-    if not task_uses_grader(task.dir):
+    if not task.uses_grader:
         return {}, []
     endpoint = campaign.settings.grader
     return {GRADER_ENV: endpoint.to_env()}, [endpoint.api_key_env] if endpoint.api_key_env else []

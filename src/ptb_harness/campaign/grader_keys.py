@@ -1,19 +1,11 @@
-"""Graded tasks, and the rule that their keys reach only
-the scorer and the judge, never an agent."""
+"""The rule that the grader's and the judge's keys reach only the scorer and the judge,
+never an agent."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from ptb_harness.campaign.agents import allowed_env_names
 from ptb_harness.campaign.cells import Campaign
 from ptb_harness.core.errors import ConfigError
-from ptb_harness.core.records import read_json_object
-
-
-def task_uses_grader(task_dir: Path) -> bool:
-    """info.json `"uses_grader": true`: the scorer needs the campaign's grader."""
-    return read_json_object(Path(task_dir) / "info.json").get("uses_grader") is True
 
 
 def check_grader_keys(campaign: Campaign) -> None:

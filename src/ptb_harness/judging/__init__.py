@@ -1,0 +1,6 @@
+"""The judge's logic, pure (no files, no network): the deterministic checks (``checks``:
+n-gram overlap, model identity, hosted-API mentions), the judge model's prompt
+(``prompt``) and the verdict (``verdict``: the answer parsed, combined with the checks).
+The judge stage (``ptb_harness.stages.judge``) gathers the evidence and asks the model,
+through the scorer library's LLM client (``ptb_scorer.llm_client``), the one the graded
+tasks use too."""
