@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ptb_harness.results.gpu_usage import UsageCache, lowest_utilisation, summarize, usage_rows
+from ptb_harness.results.gpu_usage import GpuUsageCache, gpu_usage_rows, lowest_utilisation, summarize
 
 HEAD = "time,stage,gpu_index,gpu_uuid,utilization_pct,memory_used_mib,memory_total_mib,power_w,n_processes,pids\n"
 
@@ -59,15 +59,15 @@ def test_cache_reads_only_changed_monitors(tmp_path):
         cells.append({"cell_dir": str(d), "agent": "a", "outcome": "scored"})
     cells.append({"cell_dir": str(tmp_path / "no-monitor"), "agent": "a", "outcome": "pending"})
     cache_file = tmp_path / "cache.json"
-    first = UsageCache(cache_file)
-    rows = usage_rows(cells, first)
+    first = GpuUsageCache(cache_file)
+    rows = gpu_usage_rows(cells, first)
     first.save(c["cell_dir"] for c in cells)
     assert (first.misses, len(rows)) == (3, 3)
     # one monitor grows: only it is read again, and its new numbers show
     write_monitor(tmp_path / "cell1" / "gpu_monitor.csv", [sample(0, "solve", "GPU-a", "90", 100)] * 2)
     os.utime(tmp_path / "cell1" / "gpu_monitor.csv", ns=(1, 2))
-    second = UsageCache(cache_file)
-    rows = usage_rows(cells, second)
+    second = GpuUsageCache(cache_file)
+    rows = gpu_usage_rows(cells, second)
     assert (second.hits, second.misses) == (2, 1)
     assert [r["util_mean"] for r in rows] == [0.0, 90.0, 20.0]
     assert [r["cell_dir"] for r in lowest_utilisation(rows, 2)] == [cells[0]["cell_dir"], cells[2]["cell_dir"]]
@@ -78,8 +78,8 @@ def test_damaged_cache_is_recomputed(tmp_path):
     d.mkdir()
     write_monitor(d / "gpu_monitor.csv", [sample(0, "solve", "GPU-a", "10", 100)])
     (tmp_path / "cache.json").write_text('{"version": 1, "cells": [')
-    cache = UsageCache(tmp_path / "cache.json")
-    assert usage_rows([{"cell_dir": str(d)}], cache)[0]["util_mean"] == 10.0
+    cache = GpuUsageCache(tmp_path / "cache.json")
+    assert gpu_usage_rows([{"cell_dir": str(d)}], cache)[0]["util_mean"] == 10.0
     assert cache.misses == 1
 
 
@@ -90,5 +90,5 @@ def test_a_link_or_a_broken_monitor_is_never_a_traceback(tmp_path):
     (linked / "gpu_monitor.csv").symlink_to("/dev/zero")
     (nul / "gpu_monitor.csv").write_bytes(HEAD.encode() + sample(0, "solve", "GPU-a", "10", 100).encode() + b"\0" * 64)
     cells = [{"cell_dir": str(linked)}, {"cell_dir": str(nul)}]
-    rows = usage_rows(cells, UsageCache(tmp_path / "cache.json"))
+    rows = gpu_usage_rows(cells, GpuUsageCache(tmp_path / "cache.json"))
     assert [(r["cell_dir"], r["samples"]) for r in rows] == [(str(nul), 1)]

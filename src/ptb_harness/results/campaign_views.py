@@ -20,7 +20,13 @@ from ptb_harness.core.layout import CELL_GPU_PLOTS
 from ptb_harness.core.records import atomic_write_text
 from ptb_harness.core.text import csv_text
 from ptb_harness.results.gpu_figures import campaign_gpu_figure, draw_cell_plots
-from ptb_harness.results.gpu_usage import USAGE_COLUMNS, UsageCache, cache_path, lowest_utilisation, usage_rows
+from ptb_harness.results.gpu_usage import (
+    GPU_USAGE_COLUMNS,
+    GpuUsageCache,
+    cache_path,
+    gpu_usage_rows,
+    lowest_utilisation,
+)
 from ptb_harness.results.viewer import ViewerCell, ViewerStats, write_viewer
 
 #: per-cell GPU plots are drawn for the N least busy solves and up to M failed cells
@@ -80,10 +86,10 @@ def write_views(table: pd.DataFrame, paths: Mapping[str, Path], results_dir: Pat
     paths named in COLLECT_OUTPUTS (`gpu_usage`, `gpu_usage_png`, `viewer`)."""
     cell_plots_dir = results_dir / CELL_GPU_PLOTS
     cells = table.assign(entry=_entries(table)).to_dict("records")
-    cache = UsageCache(cache_path(results_dir))
-    rows = usage_rows(cells, cache)
+    cache = GpuUsageCache(cache_path(results_dir))
+    rows = gpu_usage_rows(cells, cache)
     cache.save(r["cell_dir"] for r in cells)
-    usage = pd.DataFrame(rows, columns=USAGE_COLUMNS)
+    usage = pd.DataFrame(rows, columns=GPU_USAGE_COLUMNS)
     text = csv_text(usage)
     unchanged = paths["gpu_usage_png"].is_file() and _read(paths["gpu_usage"]) == text
     if not unchanged:  # the figure is the costly part: drawn again only when its data changed

@@ -22,7 +22,7 @@ from ptb_harness.core.text import csv_text, valid_text
 from ptb_harness.results.flags import judgement_flag
 from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
 from ptb_harness.results.outcome import cell_outcomes, local_liveness
-from ptb_harness.results.usage import USAGE_COLUMNS, cell_usage, typed
+from ptb_harness.results.token_usage import TOKEN_USAGE_COLUMNS, cell_token_usage, typed_token_usage
 
 CELL_COLUMNS = [
     "agent",
@@ -41,7 +41,7 @@ CELL_COLUMNS = [
     "budget_s",
     "final_model_files",
     "eval_attempts",
-    *USAGE_COLUMNS,
+    *TOKEN_USAGE_COLUMNS,
     "flagged",
     "flag",
     "flag_justification",
@@ -80,7 +80,7 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 "budget_s": cell.budget_seconds,
                 "final_model_files": solve.get("final_model_files"),
                 "eval_attempts": len((rec.evaluate or {}).get("attempts", [])) or None,
-                **cell_usage(cdir if rec.files and USAGE in rec.files else None),
+                **cell_token_usage(cdir if rec.files and USAGE in rec.files else None),
                 "flagged": flag is not None,
                 "flag": valid_text(flag.reason) if flag else "",
                 "flag_justification": valid_text(flag.justification) if flag else "",
@@ -94,7 +94,7 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
         table[col] = pd.to_numeric(table[col])
     for col in ("solve_exit_code", "final_model_files", "eval_attempts", "solve_attempts"):
         table[col] = table[col].astype("Int64")
-    return typed(table)
+    return typed_token_usage(table)
 
 
 def _text(value: object) -> object:

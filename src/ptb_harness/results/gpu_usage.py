@@ -112,7 +112,7 @@ def _rows(reader: Iterator[list[str]]) -> Iterator[list[str]]:
         yield from reader
 
 
-class UsageCache:
+class GpuUsageCache:
     """Summaries keyed by cell dir, valid while the CSV's size and mtime are unchanged.
     Stored as one JSON file; a damaged or foreign cache is ignored (recomputed)."""
 
@@ -155,7 +155,7 @@ class UsageCache:
         atomic_write_text(self.path, json.dumps({"version": _CACHE_VERSION, "cells": cells}))
 
 
-USAGE_COLUMNS = [
+GPU_USAGE_COLUMNS = [
     "entry",
     "agent",
     "task",
@@ -177,13 +177,15 @@ USAGE_COLUMNS = [
 ]
 
 
-def usage_rows(cells: Iterable[dict], cache: UsageCache) -> list[dict]:
+def gpu_usage_rows(cells: Iterable[dict], cache: GpuUsageCache) -> list[dict]:
     """One row per cell and stage; `cells` are the cell table's rows (dicts with at least
     entry, agent, task, model, hours, num_gpus, run, outcome, cell_dir)."""
     rows = []
     for cell in cells:
         for use in cache.get(cell["cell_dir"]) or ():
-            rows.append({**{k: cell.get(k) for k in USAGE_COLUMNS[:8]}, **asdict(use), "cell_dir": cell["cell_dir"]})
+            rows.append(
+                {**{k: cell.get(k) for k in GPU_USAGE_COLUMNS[:8]}, **asdict(use), "cell_dir": cell["cell_dir"]}
+            )
     return rows
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from ptb_harness.core.text import markdown_cell, markdown_table
-from ptb_harness.results.usage import USAGE_COLUMNS, usage_markdown, usage_rows
+from ptb_harness.results.token_usage import TOKEN_USAGE_COLUMNS, token_usage_markdown, token_usage_rows
 
 WEIGHTED = "weighted average"
 BASE, INSTRUCT, AGENT = "base model", "instruct model", "agent"
@@ -338,7 +338,7 @@ def leaderboard_markdown(board: pd.DataFrame, weights: Weights, table: pd.DataFr
         tries = again[["agent", "task", "model", "hours", "num_gpus", "run", "solve_attempts", "outcome"]]
         head = ["agent", "task", "model", "hours", "GPUs", "run", "tries", "outcome"]
         out += [*markdown_table(head, tries.itertuples(index=False)), ""]
-    out += usage_markdown(table) if "input_tokens" in table else []
+    out += token_usage_markdown(table) if "input_tokens" in table else []
     unscored = table[table["outcome"] != "scored"]
     if len(unscored):
         out += ["## Cells without a score", ""]
@@ -363,8 +363,8 @@ def leaderboard_html(board: pd.DataFrame, weights: Weights, table: pd.DataFrame,
     parts.append("</table>")
     parts += [f"<p class='footnote'>{html.escape(note)}</p>" for note in footnotes(board)]
     parts.append(f"<p>{html.escape(weights_line(weights))}</p>")
-    if "input_tokens" in table and not table[list(USAGE_COLUMNS)].isna().all().all():
-        head, rows = usage_rows(table)
+    if "input_tokens" in table and not table[list(TOKEN_USAGE_COLUMNS)].isna().all().all():
+        head, rows = token_usage_rows(table)
         parts.append("<h2>Tokens and cost per entry</h2><table id='usage'>")
         parts.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
         parts += ["<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in rows]

@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from ptb_harness.traces.usage import Usage
+from ptb_harness.traces.token_usage import TokenUsage
 
 TOOL_INPUT_LIMIT = 1000
 TOOL_OUTPUT_LIMIT = 2000
@@ -58,7 +58,7 @@ class Renderer:
         self.cost_usd: float | None = None
         self.events: Counter = Counter()
         #: usage.json's quantities (None = the trace does not say)
-        self.tally = Usage()
+        self.tally = TokenUsage()
         self._held_kind: str | None = None
         self._held: list[str] = []
 

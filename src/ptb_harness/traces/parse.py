@@ -21,7 +21,7 @@ from ptb_harness.traces.detect import detect, explains, explains_too_little, vot
 from ptb_harness.traces.formats import RENDERERS, Renderer
 from ptb_harness.traces.lines import Line, read_lines, strip_prefixes
 from ptb_harness.traces.redact import BlockWriter, RedactedFile, Redactor
-from ptb_harness.traces.usage import Usage
+from ptb_harness.traces.token_usage import TokenUsage
 
 #: How many lines detection reads (a format shows itself long before).
 DETECT_LINES = 5000
@@ -156,7 +156,7 @@ def parse_trace_file(
         header = "\n".join(_header(stats, renderer)) + "\n" if renderer is not None else ""
         _assemble(header, {parsed: body, sanitized_parsed: body_s}, tmp, redact, sanitized_parsed)
         stats.redactions.update(redact.hits)
-        stats.usage = (renderer.tally if renderer is not None else Usage()).record(stats.format)
+        stats.usage = (renderer.tally if renderer is not None else TokenUsage()).record(stats.format)
         for final, t in tmp.items():
             os.chmod(t, 0o600 if final == parsed else 0o644)
             os.replace(t, final)

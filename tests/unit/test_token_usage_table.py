@@ -6,17 +6,23 @@ import json
 
 import pandas as pd
 
-from ptb_harness.results.usage import USAGE_COLUMNS, cell_usage, typed, usage_by_entry, usage_markdown
+from ptb_harness.results.token_usage import (
+    TOKEN_USAGE_COLUMNS,
+    cell_token_usage,
+    token_usage_by_entry,
+    token_usage_markdown,
+    typed_token_usage,
+)
 
 
 def test_cell_usage_reads_numbers_and_keeps_unknown_as_none(tmp_path):
     (tmp_path / "usage.json").write_text(
         json.dumps({"input_tokens": 10, "output_tokens": None, "cost_usd": 0.5, "turns": True, "tool_calls": "3"})
     )
-    got = cell_usage(tmp_path)
+    got = cell_token_usage(tmp_path)
     assert got["input_tokens"] == 10 and got["cost_usd"] == 0.5
     assert got["output_tokens"] is None and got["turns"] is None and got["tool_calls"] is None
-    assert cell_usage(tmp_path / "missing") == dict.fromkeys(USAGE_COLUMNS)
+    assert cell_token_usage(tmp_path / "missing") == dict.fromkeys(TOKEN_USAGE_COLUMNS)
 
 
 def test_means_and_totals_are_over_the_cells_that_state_them():
@@ -25,11 +31,11 @@ def test_means_and_totals_are_over_the_cells_that_state_them():
         {"agent": "claude", "input_tokens": 3000, "output_tokens": 30, "cost_usd": None},
         {"agent": "codex", "input_tokens": None, "output_tokens": None, "cost_usd": None},
     ]
-    table = typed(pd.DataFrame([{**dict.fromkeys(USAGE_COLUMNS), **r} for r in rows]))
-    by = usage_by_entry(table).set_index("agent")
+    table = typed_token_usage(pd.DataFrame([{**dict.fromkeys(TOKEN_USAGE_COLUMNS), **r} for r in rows]))
+    by = token_usage_by_entry(table).set_index("agent")
     assert by.loc["claude", "input_tokens_mean"] == 2000 and by.loc["claude", "input_tokens_total"] == 4000
     assert by.loc["claude", "cost_usd_total"] == 0.25 and by.loc["claude", "cost_usd_cells"] == 1
     assert by.loc["codex", "input_tokens_total"] is None or pd.isna(by.loc["codex", "input_tokens_total"])
-    text = "\n".join(usage_markdown(table))
+    text = "\n".join(token_usage_markdown(table))
     assert "| claude | 2,000 | 20 | $0.25 | 4,000 | 40 | $0.25 | 2 / 1 of 2 |" in text
     assert "| codex | unknown | unknown | unknown | unknown | unknown | unknown | 0 / 0 of 1 |" in text

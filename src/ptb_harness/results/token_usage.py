@@ -16,27 +16,27 @@ from ptb_harness.core.records import read_json_dict
 from ptb_harness.core.text import markdown_table
 
 #: usage.json's quantities, as cells.csv columns
-USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls", "resumes")
+TOKEN_USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls", "resumes")
 
 
-def cell_usage(cell_dir: Path | None) -> dict[str, Any]:
+def cell_token_usage(cell_dir: Path | None) -> dict[str, Any]:
     """usage.json's quantities of a cell (all None when cell_dir is None: no usage.json)."""
     data = (read_json_dict(Path(cell_dir) / USAGE) if cell_dir is not None else None) or {}
     out: dict[str, Any] = {}
-    for key in USAGE_COLUMNS:
+    for key in TOKEN_USAGE_COLUMNS:
         v = data.get(key)
         out[key] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
     return out
 
 
-def typed(table: pd.DataFrame) -> pd.DataFrame:
+def typed_token_usage(table: pd.DataFrame) -> pd.DataFrame:
     """The usage columns as nullable integers (tokens, counts) and floats (cost)."""
-    for col in USAGE_COLUMNS:
+    for col in TOKEN_USAGE_COLUMNS:
         table[col] = pd.to_numeric(table[col]) if col == "cost_usd" else table[col].astype("Int64")
     return table
 
 
-def usage_by_entry(table: pd.DataFrame) -> pd.DataFrame:
+def token_usage_by_entry(table: pd.DataFrame) -> pd.DataFrame:
     """Per agent entry: cells, and for tokens and cost the mean per cell and the campaign
     total over the cells whose trace states them (`*_cells` says how many)."""
     rows = []
@@ -57,12 +57,12 @@ def _fmt(value: Any, cost: bool = False) -> str:
     return f"${value:,.2f}" if cost else f"{value:,.0f}"
 
 
-def usage_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+def token_usage_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the usage table shown under the leaderboard."""
     head = ["agent", "input tokens / cell", "output tokens / cell", "cost / cell", "input tokens, total",
             "output tokens, total", "cost, total", "cells with tokens / cost"]  # fmt: skip
     rows = []
-    for r in usage_by_entry(table).to_dict("records"):
+    for r in token_usage_by_entry(table).to_dict("records"):
         rows.append(
             [
                 str(r["agent"]),
@@ -78,9 +78,9 @@ def usage_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def usage_markdown(table: pd.DataFrame) -> list[str]:
-    if not len(table) or table[list(USAGE_COLUMNS)].isna().all().all():
+def token_usage_markdown(table: pd.DataFrame) -> list[str]:
+    if not len(table) or table[list(TOKEN_USAGE_COLUMNS)].isna().all().all():
         return []
-    head, rows = usage_rows(table)
+    head, rows = token_usage_rows(table)
     out = ["## Tokens and cost per entry", "", *markdown_table(head, rows)]
     return [*out, "", "Means and totals are over the cells whose trace states them; `unknown`: none does.", ""]

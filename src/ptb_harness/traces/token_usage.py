@@ -1,6 +1,6 @@
 """What an agent's session used, from its own trace: tokens, cost, turns, tool calls.
 
-Each renderer feeds a ``Usage`` from the events its CLI writes; a quantity the trace never
+Each renderer feeds a ``TokenUsage`` from the events its CLI writes; a quantity the trace never
 states stays None (unknown), never 0. ``input_tokens`` includes the cached ones
 (``cached_tokens``), whatever the provider's own split.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls")
+TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls")
 #: The most one event may add to a field: a larger (or negative, or not finite) number in
 #: a trace is no usage (a tool writing into the CLI's stdout can forge events).
 MAX_PER_EVENT = {"cost_usd": 10_000.0}
@@ -26,7 +26,7 @@ def _number(value: Any, field: str = "") -> float | None:
 
 
 @dataclass
-class Usage:
+class TokenUsage:
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached_tokens: int | None = None
@@ -43,7 +43,7 @@ class Usage:
             setattr(self, field, (getattr(self, field) or 0) + sum(numbers))
 
     def record(self, trace_format: str) -> dict[str, Any]:
-        out: dict[str, Any] = {f: getattr(self, f) for f in FIELDS}
+        out: dict[str, Any] = {f: getattr(self, f) for f in TOKEN_FIELDS}
         if out["cost_usd"] is not None:
             out["cost_usd"] = round(float(out["cost_usd"]), 6)
         out["resumes"] = self.sessions - 1 if self.sessions else None
