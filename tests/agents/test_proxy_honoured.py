@@ -1,7 +1,8 @@
 """The no-other-host check of test_real_agents.py points every proxy variable at a
 recording stand-in. That proves something only if the CLI sends its requests through
 those variables: each CLI here, run by its solve.sh with the model's base URL on a host
-that does not exist, must ask the stand-in proxy to tunnel to that host (CONNECT)."""
+that does not exist (as its gateway's: PTB_LLM_BASE_URL), must ask the stand-in proxy to
+tunnel to that host (CONNECT)."""
 
 from __future__ import annotations
 
@@ -22,19 +23,19 @@ from ptb_harness.runtime.agent_cli import bin_dir
 pytestmark = pytest.mark.slow
 
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
-#: agent dir -> (its CLI, key variable, base-URL variable and value on a host that does not exist)
+#: agent dir -> (its CLI, the gateway's URL as solve.sh is given it, on a host that does not exist)
 AGENTS = {
-    "claude": ("claude", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "https://model-claude.invalid"),
-    "codex": ("codex", "OPENAI_API_KEY", "OPENAI_BASE_URL", "https://model-codex.invalid/v1"),
-    "gemini": ("gemini", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "https://model-gemini.invalid"),
-    "qwen": ("qwen", "DASHSCOPE_API_KEY", "OPENAI_BASE_URL", "https://model-qwen.invalid/v1"),
-    "opencode": ("opencode", "OPENROUTER_API_KEY", "OPENCODE_BASE_URL", "https://model-opencode.invalid/v1"),
+    "claude": ("claude", "https://model-claude.invalid"),
+    "codex": ("codex", "https://model-codex.invalid/v1"),
+    "gemini": ("gemini", "https://model-gemini.invalid"),
+    "qwen": ("qwen", "https://model-qwen.invalid/v1"),
+    "opencode": ("opencode", "https://model-opencode.invalid/v1"),
 }
 
 
 @pytest.mark.parametrize("agent", sorted(AGENTS))
 def test_the_cli_sends_its_requests_through_the_proxy_variables(tmp_path, agent):
-    cli, key_var, url_var, url = AGENTS[agent]
+    cli, url = AGENTS[agent]
     cli_bin(cli)
     home = tmp_path / "home"
     (home / "task").mkdir(parents=True)
@@ -46,8 +47,8 @@ def test_the_cli_sends_its_requests_through_the_proxy_variables(tmp_path, agent)
             "HOME": str(home),
             "PROMPT": "hello",
             "AGENT_MODEL": "stand-in-1",
-            key_var: f"planted-{secrets.token_hex(8)}",
-            url_var: url,
+            "PTB_LLM_TOKEN": f"ptbgw-{secrets.token_hex(8)}",
+            "PTB_LLM_BASE_URL": url,
             **dict.fromkeys(PROXY_VARS, proxy.url),
             "NO_PROXY": "127.0.0.1,localhost",
         }

@@ -1,26 +1,45 @@
 """The shipped agents' real CLIs, at their pinned versions, run real cells through
-Snakemake against the scripted model server (a test stand-in for each provider's API).
+Snakemake against the scripted model server (a test stand-in for each provider's API),
+each through its cell's LLM gateway.
 
-Each agent must show: the tool call really ran and the cell is scored; solve_out.txt is
-the CLI's own event stream, detected by content; usage.json holds exactly the tokens the
-server sent; the planted key reached the server only in the auth header and is nowhere
-on disk; no request went to any other host; a tool call sleeping past the budget is
-stopped with the CLI at the deadline (`timeout`); a reprompt entry is resumed once and
-the trace holds both turns. Add an agent by adding an AgentCase.
+Each agent must show, in its scored cell under runtime bwrap (the real sandbox: its own
+network namespace, site.network none, the gateway behind a sandbox endpoint): the tool
+call really ran and the cell is scored; solve_out.txt is the CLI's own event stream,
+detected by content; usage.json holds exactly the tokens the server sent; the planted key
+reached the server only in the auth header, and a hostile tool sweeping the sandbox's whole
+view while the CLI runs (sandbox_sweep.py: every file, every process's environ and
+cmdline) finds the cell's token but not the key, so the key's hex, reversed and base32
+forms it writes into final_model cannot exist; a wrong token gets 401; another cell's
+gateway socket and the host's loopback are out of reach. Under runtime none (the gateway on
+a loopback TCP port): no request went to any other host; a tool call sleeping past the
+budget is stopped with the CLI at the deadline (`timeout`); a reprompt entry is resumed
+once and the trace holds both turns. Under bwrap again: a tool forging usage into the CLI's
+stdout changes nothing of usage.json, and an LLM token cap stops the session
+(`llm_budget_exhausted`). Add an agent by adding an AgentCase.
 """
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
+import os
+import re
 import secrets
+import shlex
 import shutil
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import sandbox_sweep
 from agent_env import cli_bin, files_containing, processes_under, run_agent_cell
 from scripted_server import Plan
+
+from ptb_harness.gateway.config import GatewayConfig
+from ptb_harness.gateway.process import GatewayProcess
+from ptb_harness.stages.llm_gateway import SANDBOX_PORT, SOCKET_NAME
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +55,8 @@ SLEEP_TO_8_LEFT = "bash ~/timer.sh --seconds | awk '{system(\"sleep \" ($1 > 8 ?
 #: the files of a cell that solve and parse_trace write (no scoring, no tables: faster)
 SOLVED = ("solve.json", "usage.json")
 SLEEPER = "sh -c 'echo $$ > $HOME/sleeper.pid; exec sleep 300'"
+#: the hostile tool of the scored cells (copied into the task dir, the CLI's working dir)
+SWEEP = Path(__file__).resolve().parent / "sandbox_sweep.py"
 
 
 @dataclass(frozen=True)
@@ -53,6 +74,7 @@ class AgentCase:
     tool_line: str  # the transcript's line for the tool call
     paths: frozenset[str]
     key_in_tools: bool  # whether tool commands see the key
+    token_file: str  # where solve.sh puts the cell's token for the CLI (relative to HOME)
     #: more headers that carry the key, as (name, value with "{key}"): Claude Code's
     #: apiKeyHelper value goes in both x-api-key and Authorization
     extra_auth: tuple[tuple[str, str], ...] = ()
@@ -67,6 +89,7 @@ class AgentCase:
 CASES = {
     "claude": AgentCase(
         dir="claude",
+        token_file=".claude/.api-key",
         cli="claude",
         model="claude-stand-in-1",
         protocols=("anthropic",),
@@ -83,6 +106,7 @@ CASES = {
     ),
     "codex": AgentCase(
         dir="codex",
+        token_file=".codex/config.toml",
         cli="codex",
         model="gpt-stand-in-1",
         protocols=("openai_responses",),
@@ -98,6 +122,7 @@ CASES = {
     ),
     "gemini": AgentCase(
         dir="gemini",
+        token_file=".gemini/gemini-credentials.json",
         cli="gemini",
         model="gemini-stand-in-1",
         protocols=("gemini",),
@@ -115,6 +140,7 @@ CASES = {
     ),
     "qwen": AgentCase(
         dir="qwen",
+        token_file=".qwen/settings.json",
         cli="qwen",
         model="qwen-stand-in-1",
         protocols=("openai_chat",),
@@ -132,6 +158,7 @@ CASES = {
     ),
     "opencode": AgentCase(
         dir="opencode",
+        token_file=".config/opencode/provider.key",
         cli="opencode",
         model="stand-in-1",
         protocols=("openai_chat",),
@@ -169,7 +196,7 @@ def priced(sent: dict) -> float:
     ) / 1e6
 
 
-def run(tmp_path, case: AgentCase, steps, hours=0.01, entry=None, solve=None, targets=()):
+def run(tmp_path, case: AgentCase, steps, hours=0.01, entry=None, solve=None, targets=(), runtime="none"):
     cli_bin(case.cli)
     key = f"{case.key_prefix}{secrets.token_hex(12)}"
     plan = Plan(case.model, steps)
@@ -185,6 +212,8 @@ def run(tmp_path, case: AgentCase, steps, hours=0.01, entry=None, solve=None, ta
         hours=hours,
         solve=solve,
         targets=targets,
+        runtime=runtime,
+        task_files=(SWEEP,),
     )
     assert result.snakemake.returncode == 0, result.snakemake.stderr[-3000:]
     return result, key
@@ -225,14 +254,90 @@ def save_fixture(result, name: str) -> None:
         shutil.copyfile(result.cell / "solve_out_sanitized.txt", FIXTURES / name)
 
 
+def encodings(value: str) -> dict[str, bytes]:
+    """The forms the exfiltrating tool writes a value in (sandbox_sweep.py), and the value."""
+    raw = value.encode()
+    return {"raw": raw, "hex": raw.hex().encode(), "reversed": raw[::-1], "base32": base64.b32encode(raw)}
+
+
+@pytest.fixture
+def other_cell(tmp_path):
+    """Another cell's gateway as the harness starts it under bwrap (the real process, on a
+    Unix socket in that cell's job dir under the same scratch), and a service on the host's
+    loopback: what a cell's sandbox must not reach."""
+    harness_dir = tmp_path / "scratch" / "other-cell" / "harness"
+    harness_dir.mkdir(parents=True)
+    config = GatewayConfig(
+        upstream="http://127.0.0.1:9",
+        key=f"sk-other-{secrets.token_hex(12)}",
+        token=f"ptbgw-{secrets.token_hex(24)}",
+        protocol="anthropic",
+        log_path=harness_dir / "llm_log.jsonl",
+        socket_path=harness_dir / SOCKET_NAME,
+    )
+    with GatewayProcess(config, os.environ, harness_dir / "gateway.log") as gateway, socket.socket() as host:
+        host.bind(("127.0.0.1", 0))
+        host.listen()
+        # it is there and listening, for the host (the probe's own code, run outside)
+        assert sandbox_sweep.connect(socket.AF_UNIX, str(config.socket_path)) == "connected"
+        yield gateway, host.getsockname()[1]
+
+
+def sweep_command(other_socket: Path, host_port: int) -> str:
+    args = f"{SANDBOX_PORT} {shlex.quote(str(other_socket))} {host_port}"
+    return f'python sandbox_sweep.py "$HOME/sweep" {args}'
+
+
+def assert_the_sandbox_held_no_key(case: AgentCase, result, key: str) -> str:
+    """The sweep (run by the CLI's tool while the CLI ran) read the CLI's processes and its
+    token file and found the token, never the key; the key's encodings are nowhere; the
+    exfiltration ran and delivered what it found. Returns the token."""
+    (job,) = result.job_dirs()
+    sweep = job / "home" / "sweep"
+    dump = (sweep / "dump.bin").read_bytes()
+    inventory = json.loads((sweep / "inventory.json").read_text())
+    assert f"/home/ben/{case.token_file}" in inventory["files"]  # where the CLI holds its credential
+    assert any(case.cli in p.get("argv", "") for p in inventory["procs"]), inventory["procs"]
+    assert all(isinstance(p["environ"], int) for p in inventory["procs"])  # every environ was read
+    tokens = set(re.findall(rb"PTB_LLM_TOKEN=(ptbgw-[0-9a-f]{48})", dump))
+    assert len(tokens) == 1, tokens  # the CLI's own credential was in its view
+    token = tokens.pop().decode()
+    for form, needle in encodings(key).items():
+        assert needle not in dump, form
+        for root in (result.workdir, result.job_root):
+            assert files_containing(root, needle.decode()) == [], form
+    # the attack itself ran and was delivered: what it could reach, the token, is in the model
+    exfil = (result.cell / "final_model" / "exfil.txt").read_text()
+    assert all(encodings(token)[form].decode() in exfil for form in ("hex", "reversed", "base32"))
+    return token
+
+
+def assert_out_of_reach(result, other_socket: Path) -> None:
+    """The probes of the sweep: a wrong token got 401, another cell's gateway socket is not
+    in the sandbox's view, the host's loopback is not its own, /run/ptb holds its endpoint."""
+    (job,) = result.job_dirs()
+    probes = json.loads((job / "home" / "sweep" / "probes.json").read_text())
+    assert probes["wrong_token"]["status"] == 401, probes
+    assert "wrong or missing token" in probes["wrong_token"]["body"]
+    assert (probes["other_cell_socket"], probes["host_loopback"]) == ("FileNotFoundError", "ConnectionRefusedError")
+    assert probes["run_ptb"] == [f"endpoint-{SANDBOX_PORT}.sock", "forward.py"]
+    assert other_socket.is_socket()  # while it stood there, listening, on the host
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name):
+def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name, other_cell):
+    """Under bwrap: scored; the key only in the auth header upstream, nowhere in the
+    sandbox's view (swept while the CLI ran), so never encoded into final_model; a wrong
+    token refused; another cell's gateway and the host's loopback out of reach."""
     case = CASES[name]
-    steps = [{"shell": COPY_MODEL, **usage(1200, 40, 300)}, {"text": "final_model is saved.", **usage(1500, 9, 1000)}]
-    steps[0]["shell"] = COPY_MODEL.replace("printenv K", f"printenv {case.key_var}")
-    result, key = run(tmp_path, case, steps)
+    other_gateway, host_port = other_cell
+    copy = COPY_MODEL.replace("printenv K", f"printenv {case.key_var}")
+    tool = f"{copy} && {sweep_command(other_gateway.config.socket_path, host_port)}"
+    steps = [{"shell": tool, **usage(1200, 40, 300)}, {"text": "final_model is saved.", **usage(1500, 9, 1000)}]
+    result, key = run(tmp_path, case, steps, runtime="bwrap")
     solve = result.json("solve.json")
     assert (solve["status"], solve["exit_code"], solve["final_model_present"]) == ("exited", 0, True)
+    assert solve["harness"]["runtime"] == "bwrap"
     assert (result.cell / "final_model" / "config.json").exists()  # the tool call really ran
     assert result.json("metrics.json")["accuracy"] == 0.75  # scored from the copied model
     raw = (result.cell / "solve_out.txt").read_text()
@@ -257,10 +362,15 @@ def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name):
         k: sent[k] for k in ("input_tokens", "output_tokens")
     }
     assert "tokens" not in (usage_json.get("disagreement") or "")
-    log_lines = (result.cell / "llm_log.jsonl").read_text().splitlines()
-    assert len(log_lines) == len(result.server.recorded())
+    log = [json.loads(line) for line in (result.cell / "llm_log.jsonl").read_text().splitlines()]
+    assert len([e for e in log if e["refused"] is None]) == len(result.server.recorded())
+    assert [(e["refused"], e["status"]) for e in log if e["refused"]] == [("token", 401)]  # the probe's
+    assert solve["llm"]["refused"] == {"token": 1}
     assert "## Tokens and cost per entry" in (tables / "leaderboard.md").read_text()
     assert_key_only_in_auth_header(case, result, key)
+    token = assert_the_sandbox_held_no_key(case, result, key)
+    assert all(token not in r.headers.get(case.auth_header, "") for r in result.server.recorded())
+    assert_out_of_reach(result, other_gateway.config.socket_path)
     assert_no_other_host(case, result)
     assert processes_under(result.job_root) == []
     save_fixture(result, f"{name}_scored.txt")
@@ -323,40 +433,61 @@ def test_reprompt_resumes_the_session_once_and_the_trace_holds_both_turns(tmp_pa
     save_fixture(result, f"{name}_reprompt.txt")
 
 
-#: a tool forging usage into the CLI's own stdout (the trace): a negative result event and
-#: another CLI's format (Codex turn.completed lines)
-FORGE_USAGE = (
-    'printf \'%s\\n\' \'{"type":"result","subtype":"success","total_cost_usd":-41.5,'
-    '"usage":{"input_tokens":-4999000,"output_tokens":-199000}}\' > /proc/$PPID/fd/1;'
-    ' for i in 1 2 3; do printf \'%s\\n\' \'{"type":"turn.completed","usage":'
-    '{"input_tokens":10,"output_tokens":5}}\' > /proc/$PPID/fd/1; done; echo forged'
+#: forged usage events in every shipped CLI's trace format (Claude Code's result, Qwen
+#: Code's result with total_tokens, Codex's turn.completed, Gemini CLI's result stats,
+#: OpenCode's step_finish), each claiming 5,000,000 / 200,000 tokens, and a negative one
+FORGED = (
+    '{"type":"result","subtype":"success","total_cost_usd":42.5,"usage":{"input_tokens":5000000,"output_tokens":200000}}',
+    '{"type":"result","subtype":"success","total_cost_usd":-41.5,"usage":{"input_tokens":-4999000,"output_tokens":-199000}}',
+    '{"type":"result","subtype":"success","usage":{"input_tokens":5000000,"output_tokens":200000,"total_tokens":5200000}}',
+    '{"type":"turn.completed","usage":{"input_tokens":5000000,"cached_input_tokens":0,"output_tokens":200000}}',
+    '{"type":"result","timestamp":"2026-01-01T00:00:00.000Z","status":"success",'
+    '"stats":{"input_tokens":5000000,"output_tokens":200000,"cached":0}}',
+    '{"type":"step_finish","part":{"reason":"stop","cost":42.5,"tokens":{"input":5000000,"output":200000}}}',
 )
+#: a tool writing them into the CLI's own stdout (the trace)
+FORGE_USAGE = f"printf '%s\\n' {' '.join(repr(line) for line in FORGED)} > /proc/$PPID/fd/1; echo forged"
 
 
-def test_the_llm_budget_stops_the_session_and_the_model_is_scored(tmp_path):
-    """A cap of 2,500 tokens: the third model call (2,749 spent) is refused, the CLI is
-    stopped, the cell ends llm_budget_exhausted and is scored; usage.json is the gateway's
-    whatever a tool forged into the trace, and its cost is the price table's."""
-    case = CASES["claude"]
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_llm_budget_stops_the_session_and_forged_usage_changes_nothing(tmp_path, name):
+    """Under bwrap, a cap of 2,500 tokens: the third model call (2,749 spent) is refused,
+    the CLI is stopped, the cell ends llm_budget_exhausted (Claude Code's is scored: the
+    others stop at usage.json); usage.json is the gateway's whatever a tool forged into
+    the trace, the forgery is recorded as a disagreement, and the cost is the price
+    table's applied to what the server sent."""
+    case = CASES[name]
     steps = [
         {"shell": COPY_MODEL.replace("printenv K", f"printenv {case.key_var}"), **usage(1200, 40, 300)},
         {"shell": FORGE_USAGE, **usage(1500, 9, 1000)},
         {"text": "never reached", **usage(100, 5, 0)},
     ]
-    result, key = run(tmp_path, case, steps, solve={"llm_budget": {"tokens": 2500}})
+    scored = name == "claude"
+    budget = {"llm_budget": {"tokens": 2500}}
+    result, key = run(tmp_path, case, steps, solve=budget, targets=() if scored else SOLVED, runtime="bwrap")
     solve = result.json("solve.json")
     assert solve["status"] == "llm_budget_exhausted", solve["description"]
     assert solve["description"].startswith("stopped at its LLM budget (tokens 2749 of 2500")
     # refused until the harness's stop lands (the CLI may retry at once)
-    assert solve["llm"]["refused"]["llm_budget"] >= 1 and solve["llm"]["requests"] == 2
-    assert result.json("metrics.json")["accuracy"] == 0.75  # the model it left is scored
+    assert solve["llm"]["refused"]["llm_budget"] >= 1
+    if scored:
+        assert result.json("metrics.json")["accuracy"] == 0.75  # the model it left is scored
     sent = result.plan.total_sent()
-    assert len(result.server.recorded()) == 2  # nothing past the cap reached the provider
+    # two answers of the plan; nothing past the cap reached the provider (every request
+    # that did was metered, side calls included)
+    assert len(result.plan.sent_usage) == 2
+    assert len(result.server.recorded()) == solve["llm"]["requests"]
     got = result.json("usage.json")
     assert (got["source"], {k: got[k] for k in sent}) == ("gateway", sent)
     assert got["cost_usd"] == pytest.approx(priced(sent))
     assert "forged" in (result.cell / "solve_parsed.txt").read_text()  # the forging tool ran
+    reported = got["agent_reported"]
+    if got["format"] == name:  # the trace read as the CLI's: the forged event of its format counted
+        assert reported["input_tokens"] >= 5_000_000
+        assert "input_tokens: gateway 2700, agent reported" in got["disagreement"], got
+    else:  # read as plain text (Gemini CLI prints a stack trace per refused call): it states nothing
+        assert (got["format"], set(reported.values())) == ("plain", {None})
     refused = json.loads((result.cell / "llm_log.jsonl").read_text().splitlines()[-1])
-    assert (refused["refused"], refused["status"]) == ("llm_budget", 400)
+    assert (refused["refused"], refused["status"]) == ("llm_budget", 400 if name == "claude" else 429)
     assert "LLM budget is exhausted" in refused["response"]["body"]
     assert_key_only_in_auth_header(case, result, key)

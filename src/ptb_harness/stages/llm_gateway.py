@@ -8,8 +8,13 @@ agent gets ``PTB_LLM_BASE_URL`` (the gateway) and ``PTB_LLM_TOKEN`` (a random to
 this attempt, the only credential the gateway accepts), and its solve.sh points its CLI
 at them. The entry's base-URL variable (``llm.base_url_env``) is the gateway's upstream.
 
-Until the sandbox gives each cell a network of its own, the gateway listens on a
-loopback TCP port under every runtime (the token keeps other cells' agents out).
+Where it listens: under bwrap only on a Unix socket in the job dir's harness-only part,
+which the sandbox reaches as TCP ``127.0.0.1:SANDBOX_PORT`` of its own network namespace
+(a sandbox ``Endpoint``: the socket bound in, a forwarder inside); nothing of the host's
+loopback is opened to it, and no other cell's sandbox holds the socket. Under runtime
+none and apptainer, which share the host's network, on a loopback TCP port of the host
+(the endpoint hook would only put a forwarder on the same loopback; binding port 0 is
+race-free): there the per-attempt token keeps other cells' agents out.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from ptb_harness.gateway.config import GatewayConfig
 from ptb_harness.gateway.meter import Limits
 from ptb_harness.gateway.process import GatewayError, GatewayProcess
 from ptb_harness.runtime.procs import ProcessResult
+from ptb_harness.runtime.sandbox import Endpoint
 from ptb_harness.traces.redact import secrets_from_env
 
 log = logging.getLogger("ptb_harness.stages.solve")
@@ -39,6 +45,17 @@ BASE_URL_VAR, TOKEN_VAR = "PTB_LLM_BASE_URL", "PTB_LLM_TOKEN"
 #: How many provider failures in a row, at the end of a session the agent ended itself,
 #: make the solve an infrastructure failure (a CLI retries a few times, then gives up).
 PROVIDER_FAILURE_STREAK = 3
+#: The port a bwrap sandbox reaches its gateway on, in its own network namespace (a port
+#: an agent's own servers rarely take: vLLM 8000, TensorBoard 6006, Jupyter 8888).
+SANDBOX_PORT = 39217
+#: The gateway's Unix socket, in the job dir's harness-only part (never bound in itself).
+SOCKET_NAME = "llm-gateway.sock"
+
+
+def listens_on_socket(runtime: str) -> bool:
+    """Whether the cell's gateway listens on a Unix socket (bwrap: its own network
+    namespace) rather than a loopback TCP port of the host (none, apptainer)."""
+    return runtime == "bwrap"
 
 
 def cell_limits(campaign: Campaign, cell: Cell) -> Limits:
@@ -79,9 +96,16 @@ def _rotate_log(cell_dir: Path) -> None:
 
 @contextlib.contextmanager
 def cell_gateway(
-    campaign: Campaign, cell: Cell, agent: AgentSpec, host_env: Any, cell_dir: Path, attempt: int
+    campaign: Campaign,
+    cell: Cell,
+    agent: AgentSpec,
+    host_env: Any,
+    cell_dir: Path,
+    attempt: int,
+    socket_dir: Path,
 ) -> Iterator[GatewayProcess | None]:
-    """The cell's gateway while the agent runs (None for an agent without "llm")."""
+    """The cell's gateway while the agent runs (None for an agent without "llm"); on a
+    Unix socket in ``socket_dir`` under bwrap."""
     if agent.llm is None:
         yield None
         return
@@ -95,6 +119,7 @@ def cell_gateway(
         token=f"ptbgw-{secrets.token_hex(24)}",
         protocol=agent.llm.protocol,  # type: ignore[arg-type]
         log_path=cell_dir / cell_files.LLM_LOG,
+        socket_path=socket_dir / SOCKET_NAME if listens_on_socket(campaign.settings.site.runtime.runtime) else None,
         limits=cell_limits(campaign, cell),
         prices=dict(solve.llm_prices),
         secrets={**secrets_from_env([*agent.api_keys, *campaign.settings.grader_key_names], host_env), key_name: key},
@@ -106,7 +131,8 @@ def cell_gateway(
         gateway.start()
     except GatewayError as e:
         raise HarnessError(str(e)) from None
-    log.info("LLM gateway pid %d on 127.0.0.1:%s, upstream %s", gateway.pid, gateway.port, config.upstream)
+    where = f"socket {config.socket_path}" if config.socket_path else f"127.0.0.1:{gateway.port}"
+    log.info("LLM gateway pid %d on %s, upstream %s", gateway.pid, where, config.upstream)
     try:
         yield gateway
     finally:
@@ -117,7 +143,15 @@ def agent_env(gateway: GatewayProcess | None) -> dict[str, str]:
     """The agent's variables for its gateway (none without one)."""
     if gateway is None:
         return {}
-    return {BASE_URL_VAR: f"http://127.0.0.1:{gateway.port}", TOKEN_VAR: gateway.config.token}
+    port = SANDBOX_PORT if gateway.config.socket_path else gateway.port
+    return {BASE_URL_VAR: f"http://127.0.0.1:{port}", TOKEN_VAR: gateway.config.token}
+
+
+def agent_endpoints(gateway: GatewayProcess | None) -> list[Endpoint]:
+    """The sandbox endpoint of a gateway on a Unix socket (none for one on a TCP port)."""
+    if gateway is None or gateway.config.socket_path is None:
+        return []
+    return [Endpoint(gateway.config.socket_path, SANDBOX_PORT)]
 
 
 def llm_record(gateway: GatewayProcess | None, result: ProcessResult) -> dict[str, Any] | None:

@@ -137,7 +137,8 @@ def _launch(run: SolveRun) -> tuple[ProcessResult, Launch, list[dict], dict | No
     with hf_cache_view(site.hf_cache, run.job.root) as hf_view:
         if run.cell.num_gpus:
             run_preflight(run, hf_view)
-        with cell_gateway(run.campaign, run.cell, run.agent, run.host_env, run.cell_dir, run.attempt) as gateway:
+        gateway_args = (run.campaign, run.cell, run.agent, run.host_env, run.cell_dir, run.attempt, run.job.harness)
+        with cell_gateway(*gateway_args) as gateway:
             run = dataclasses.replace(run, gateway=gateway)
             launch = run.launch(hf_view)
             log.info(

@@ -4,6 +4,7 @@ delivery, record) only read it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from ptb_harness.runtime.sandbox import Launch, Sandbox
 from ptb_harness.stages.agent_launch import AgentVariables, agent_request
 from ptb_harness.stages.attempts import update_attempt
 from ptb_harness.stages.job_dir import JobDir
-from ptb_harness.stages.llm_gateway import agent_env
+from ptb_harness.stages.llm_gateway import agent_endpoints, agent_env
 
 #: the agent's view of the HF cache: (host dir to bind, read-only), from runtime.hf_cache
 HfView = tuple[Path | None, bool]
@@ -70,6 +71,7 @@ class SolveRun:
     ) -> Launch:
         env = {**agent_env(self.gateway), **(extra_env or {})}
         request = agent_request(self.campaign, self.cell, self.job, self.variables, self.gpus, hf_view, command, env)
+        request = dataclasses.replace(request, endpoints=agent_endpoints(self.gateway))
         return Sandbox(self.campaign.settings.site.runtime, self.host_env).launch(request)
 
     def run_agent(self, launch: Launch, budget_s: float, *, append: bool = False) -> ProcessResult:
