@@ -84,9 +84,14 @@ def check_model(model_path: Path, templates_dir: Path, base_architecture: str | 
 
 
 def check_loadable(model_path: Path) -> None:
-    """transformers can read the config (a model type it knows). Cheap: no weights."""
+    """Nothing of the model would run as code (ptb_scorer.refusals), and transformers can
+    read the config (a model type it knows). Cheap: no weights."""
     from transformers import AutoConfig
 
+    from ptb_scorer.refusals import refusal
+
+    if why := refusal(model_path):
+        raise ModelInvalid(why)
     try:
         AutoConfig.from_pretrained(str(model_path))
     except Exception as e:

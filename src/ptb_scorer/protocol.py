@@ -99,6 +99,8 @@ MODEL_FAULTS = re.compile(
     r"|is not a valid model identifier[^\n]*"
     r"|No such file or directory: '[^']*(?:config\.json|\.safetensors|\.bin)'"
     r"|size mismatch for [^\n]*"
+    # transformers refusing remote code (any scorer that loads without trust_remote_code)
+    r"|contains custom code which must be executed[^\n]*"
 )
 
 

@@ -2,7 +2,9 @@
 
     python evaluate.py --model-path DIR --json-output-file FILE [--max-tokens N] [--limit N]
 
-Writes {"accuracy", "stderr", "n_examples", "n_correct"} to FILE.
+Writes {"accuracy", "stderr", "n_examples", "n_correct"} to FILE. A model the scorer refuses
+to load (remote code, pickle weights, custom_generate/: ptb_scorer.refusals, next to this
+file) is one line `PTB_MODEL_INVALID: why` and exit 3: the agent's failure.
 """
 
 import argparse
@@ -10,6 +12,10 @@ import json
 import math
 import random
 import re
+import sys
+
+from ptb_scorer.protocol import emit_model_invalid
+from ptb_scorer.refusals import refusal
 
 ANSWER = re.compile(r"####\s*(-?[\d,]+(?:\.\d+)?)")
 
@@ -40,6 +46,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--limit", type=int, default=200)
     args = ap.parse_args()
+    if why := refusal(args.model_path):
+        sys.exit(emit_model_invalid(why))
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

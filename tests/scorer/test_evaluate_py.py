@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 from scorer_env import SCORER_ENV, fake_vllm, hf_home, tiny_model
+from test_refusals import REFUSED
 
 TASKS = REPO / "tasks"
 
@@ -46,6 +47,10 @@ BAD = {
     "architecture changed": (lambda m: set_arch(m, "Qwen3ForCausalLM"), "changed from the base model's Llama"),
     "no tokenizer": (lambda m: [(m / f).unlink() for f in ("tokenizer.json", "tokenizer_config.json")], "no tokenizer"),
 }
+
+
+# a model whose loading would run the agent's code (ptb_scorer.refusals): refused before any engine
+BAD.update({f"refused: {name}": case for name, case in REFUSED.items()})
 
 
 @pytest.mark.parametrize("case", BAD)

@@ -127,6 +127,21 @@ CASES = [
         "agent_failed",
         "vocab size 12",
     ),
+    # the scorer refuses to load a model that would run the agent's code (ptb_scorer.refusals)
+    *[
+        (
+            f"scorer refuses: {name}",
+            CellRecords(solve=SOLVED, evaluate=EV_FAILED, attempt_log_tails={1: f"x\nPTB_MODEL_INVALID: {why}\n"}),
+            "agent_failed",
+            why,
+        )
+        for name, why in [
+            ("remote code", "config.json asks for remote code (auto_map ['AutoModelForCausalLM'])"),
+            ("tokenizer remote code", "the tokenizer asks for remote code (tokenizer auto_map, tokenizer_class 'T')"),
+            ("pickle weights", "weights are pickles (pytorch_model.bin) and there is no *.safetensors"),
+            ("custom_generate", "final_model has custom_generate/ (code that would replace generate())"),
+        ]
+    ],
     (
         "one attempt machine, one model",
         CellRecords(
@@ -271,6 +286,11 @@ MODEL_FAULT_LINES = [
         " 'https://huggingface.co/models'",
     ),
     ("missing config.json", "FileNotFoundError: [Errno 2] No such file or directory: '/work/final_model/config.json'"),
+    (
+        "remote code refused by transformers",
+        "ValueError: The repository /work/final_model contains custom code which must be executed to correctly"
+        " load the model. You can inspect the repository content at /work/final_model .",
+    ),
     (
         "size mismatch",
         "\tsize mismatch for model.embed_tokens.weight: copying a param with shape torch.Size([32000, 4096]) from"

@@ -162,6 +162,31 @@ def scorer_report(attempt_log):
     return report.scorer_info, report.model_invalid
 
 
+def test_a_model_the_arith_scorer_refuses_ends_the_ladder_as_the_agents_failure(tmp_path):
+    """The demo's real arith scorer (ladder of 2 + 1 attempts) on a final model with pickle
+    weights only: one attempt, PTB_MODEL_INVALID, agent_failed naming why; no rerun of
+    the ladder."""
+    wd = make_workdir(tmp_path / "wd")
+    write_config(wd, campaign_config(tasks=["arith"], paths={"tasks_dir": str(REPO / "tasks")}))
+    campaign = load_config_files(wd)
+    cell = Cell("exit0", "arith", "m1", "0.0005", 0, 1)
+    cdir = campaign.cell_dir(cell)
+    model = cdir / "final_model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
+    (model / "pytorch_model.bin").write_bytes(b"\x80\x04pickle")
+    (cdir / "solve.json").write_text(json.dumps({"final_model_files": 2, "description": "exited 0"}))
+    with pytest.raises(HarnessError, match="after 1 attempts of 3"):
+        run_evaluate(
+            campaign, cell, solve_json=cdir / "solve.json", final_model=model, metrics_json=cdir / "metrics.json"
+        )
+    (attempt,) = json.loads((cdir / "evaluate.json").read_text())["attempts"]
+    assert attempt["model_invalid"] and attempt["exit_code"] == 3
+    assert attempt["problem"].startswith("PTB_MODEL_INVALID: weights are pickles (pytorch_model.bin)")
+    outcome, why, _ = cell_outcome(cdir)
+    assert outcome == "agent_failed" and "weights are pickles" in why, why
+
+
 def test_scorer_report_reads_info_and_the_last_invalid_line(tmp_path):
     log = tmp_path / "a.log"
     log.write_text('[t] PTB_SCORER_INFO {"a": 1}\n[t] noise\n[t] PTB_MODEL_INVALID: no weights\n')
