@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ptb_harness.core.cell_files import FINAL_MODEL
+
 #: the deterministic checks, and the verdict field each one flags
 FIELD_OF: Mapping[str, str] = {
     "ngram_overlap": "contamination",
@@ -25,7 +27,7 @@ FIELD_OF: Mapping[str, str] = {
 SIGNALS = tuple(FIELD_OF)
 #: where a finding was seen: a file the agent wrote (in the job dir), the trace, the
 #: LLM gateway's request log, final_model's config
-SOURCES = ("file", "trace", "llm_log", "final_model")
+SOURCES = ("file", "trace", "llm_log", FINAL_MODEL)
 
 
 @dataclass(frozen=True)
