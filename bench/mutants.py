@@ -103,8 +103,8 @@ MUTANTS: list[Mutant] = [
         "outcome: corrupt metrics.json is the agent's",
         "outcome",
         OUTCOME,
-        r'return "infra_failed", f"metrics\.json is invalid',
-        r'return "agent_failed", f"metrics.json is invalid',
+        r'return "infra_failed", f"\{METRICS\} is invalid',
+        r'return "agent_failed", f"{METRICS} is invalid',
         "a metrics.json broken on disk is blamed on the agent",
     ),
     Mutant(

@@ -12,7 +12,8 @@ The package is layered; imports only point down (``tests/test_layers.py`` enforc
 4. ``traces``: agent traces parsed by content, redacted.
    ``gateway``: one cell's LLM gateway (the agent's only way to its model): key swap,
    metering, prices, the LLM budget, llm_log.jsonl.
-5. ``campaign``: the configuration (schema, typed settings), cells, agents, tasks, resources.
+5. ``campaign``: cells (the leaf), agents, tasks, typed settings, the campaign, the one
+   reader of the configuration mapping, its checks, the steps in order, resources.
 6. ``stages``: solve and evaluate of one cell, their preflight and provenance, and the glue
    that runs each as a Snakemake job.
 7. ``results``: outcomes from the records, status, tables, leaderboard and plots.

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ptb_harness.core.cell_files import GPU_PLOT, METRICS, RAW_TRACE, SOLVE, USAGE
 from ptb_harness.core.errors import HarnessError
+from ptb_harness.core.schema import site_knob
 from ptb_harness.core.text import TerminalLogFormatter, terminal_line
 
 
@@ -235,11 +236,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="only say what the cache lacks")
     p.set_defaults(func=_prefetch)
     p = sub.add_parser("reap", help="kill leftover processes on this job's GPUs (scoped; see README)")
-    p.add_argument("--mode", choices=["none", "own", "all"], default="own")
-    p.add_argument("--scope", choices=["cell", "node"], default="cell")
+    # the knobs' values and defaults as the schema has them (site.gpu_reap, gpu_scope,
+    # reap_wait_seconds); read only for `reap` itself (parse-trace runs once per cell)
+    knob = site_knob if argv[:1] == ["reap"] else lambda name: {"enum": None, "default": None}
+    mode, scope, wait = knob("gpu_reap"), knob("gpu_scope"), knob("reap_wait_seconds")
+    p.add_argument("--mode", choices=mode["enum"], default=mode["default"])
+    p.add_argument("--scope", choices=scope["enum"], default=scope["default"])
     p.add_argument("--gpus", help="GPU ids (default: from the scheduler's or CUDA's variables)")
     p.add_argument("--dry-run", action="store_true", help="print what would be killed, kill nothing")
-    p.add_argument("--wait", type=float, default=60, help="seconds to wait for killed processes to leave")
+    p.add_argument("--wait", type=float, default=wait["default"], help="seconds to wait for killed processes to leave")
     p.set_defaults(func=_reap)
     p = sub.add_parser("parse-trace", help="raw agent trace -> readable transcript (format detected from content)")
     p.add_argument("raw", help=f"the raw trace (e.g. a cell's {RAW_TRACE})")

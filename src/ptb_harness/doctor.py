@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptb_harness.campaign.cells import Campaign
+from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.settings import Site
 from ptb_harness.core.text import terminal_line
 from ptb_harness.runtime.agent_cli import installed_version, pinned_versions

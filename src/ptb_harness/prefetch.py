@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ptb_harness.campaign.cells import Campaign
+from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.scoring import missing_data
 from ptb_harness.core.errors import HarnessError
 from ptb_scorer.data import CacheLayout

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -79,9 +79,9 @@ def test_status_marks_flagged_cells(tmp_path: Path):
 @pytest.mark.parametrize(("missing", "mean"), [("empty", 0.7), ("base_model", (0.3 + 0.3 + 0.7) / 3)])
 def test_the_leaderboard_never_counts_a_flagged_score(tmp_path: Path, missing: str, mean: float):
     campaign = judged_campaign(tmp_path, missing)
-    table = with_fallback(cell_table(campaign), asdict(campaign.settings.leaderboard))
+    table = with_fallback(cell_table(campaign), campaign.settings.leaderboard)
     assert list(table[table["agent"] == "a"]["flag"]) == ["contamination", "no_verdict", ""]
-    board, weights = leaderboard(table, asdict(campaign.settings.leaderboard))
+    board, weights = leaderboard(table, campaign.settings.leaderboard)
     row = board[(board["entry"] == "a") & (board["task"] == "t")].iloc[0]
     assert row["mean"] == pytest.approx(mean)
     md = leaderboard_markdown(board, weights, table)

@@ -70,8 +70,8 @@ def test_campaign_file_keys_are_the_schema_keys_except_site_knobs():
     and the schema cannot drift apart (`leaderboard` once could not be set from a file)."""
     import yaml
 
-    from ptb_harness.campaign.cells import CAMPAIGN_KEYS
-    from ptb_harness.campaign.config import SCHEMA_PATH
+    from ptb_harness.campaign.reader import CAMPAIGN_KEYS
+    from ptb_harness.core.schema import SCHEMA_PATH
 
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
     assert set(schema["properties"]) - {"site", "campaign"} == CAMPAIGN_KEYS

@@ -7,8 +7,17 @@ import pytest
 
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.config import load_config
+from ptb_harness.campaign.reader import leaderboard_settings
+from ptb_harness.core.schema import validate_schema
 from ptb_harness.results.collect import cell_table
 from ptb_harness.results.leaderboard import leaderboard, leaderboard_markdown, task_weights
+
+
+def board_settings(**keys):
+    """The leaderboard settings of a campaign that sets these keys (the schema's defaults for the rest)."""
+    config = {"leaderboard": keys}
+    validate_schema(config)
+    return leaderboard_settings(config["leaderboard"])
 
 
 def test_unscored_cells_are_named_never_zero(tmp_path: Path):
@@ -50,12 +59,12 @@ def test_unscored_cells_are_named_never_zero(tmp_path: Path):
     table = cell_table(campaign)
     assert list(table["outcome"]) == ["scored", "scored", "agent_failed", "pending"]
     assert table["accuracy"].isna().sum() == 2
-    board, _ = leaderboard(table)
+    board, _ = leaderboard(table, board_settings())
     board = board[board["task"] == "t"].set_index("entry")
     assert board.loc["good", "mean"] == 0.7 and board.loc["good", "n_scored"] == 2
     assert round(board.loc["good", "std"], 6) == round(0.1414213562, 6)  # sample std of 0.8, 0.6
     assert board.loc["bad", "n_scored"] == 0 and board.loc["bad", "mean"] != 0
-    board, weights = leaderboard(table)
+    board, weights = leaderboard(table, board_settings())
     md = leaderboard_markdown(board, weights, table)
     assert "| bad | — (0/2) | — (0/2) |" in md and "| good | 0.700 ± 0.141 (2/2) | 0.700 ± 0.141 (2/2) |" in md
     assert "agent exited with code 3; no final model" in md
@@ -88,7 +97,7 @@ def test_inverse_gap_weights_against_a_hand_computed_example():
         "base_agent": "noop",
         "instruct_scores": {"t1": {"m1": 0.5, "m2": 0.7}, "t2": {"m1": 0.6, "m2": 0.6}},
     }
-    board, weights = leaderboard(_table(rows), config)
+    board, weights = leaderboard(_table(rows), board_settings(**config))
     assert weights.by_task == pytest.approx({"t1": 2 / 7, "t2": 5 / 7})
     x = board[(board["entry"] == "x")].set_index("task")
     assert x.loc["weighted average", "mean"] == pytest.approx(3.8 / 7)
@@ -101,19 +110,21 @@ def test_inverse_gap_weights_against_a_hand_computed_example():
 
 
 def test_weights_are_undefined_not_invented_when_instruct_is_not_above_base():
-    w = task_weights({"weighting": "inverse_gap", "instruct_scores": {"t": {"m": 0.3}}}, ["t"], {"t": 0.4})
+    w = task_weights(board_settings(weighting="inverse_gap", instruct_scores={"t": {"m": 0.3}}), ["t"], {"t": 0.4})
     assert w.by_task == {} and "instruct 0.3000 <= base 0.4000" in w.problem
-    w = task_weights({"weighting": "explicit", "weights": {"a": 1, "b": 3}}, ["a", "b"], {})
+    w = task_weights(board_settings(weighting="explicit", weights={"a": 1, "b": 3}), ["a", "b"], {})
     assert w.by_task == {"a": 0.25, "b": 0.75}
 
 
 def test_an_incomplete_task_leaves_the_weighted_average_empty_not_zero():
     rows = [("x", "t1", "m1", "1", 0, 1, 0.5, "scored"), ("x", "t2", "m1", "1", 0, 1, None, "infra_failed")]
-    board, _ = leaderboard(_table(rows))
+    board, _ = leaderboard(_table(rows), board_settings())
     x = board.set_index("task")
     assert x.loc["t2", "n_scored"] == 0 and pd.isna(x.loc["t2", "mean"])
     assert pd.isna(x.loc["weighted average", "mean"]) and not x.loc["weighted average", "complete"]
-    md = leaderboard_markdown(board, task_weights({}, ["t1", "t2"], {}), _table(rows).assign(evidence="e"))
+    md = leaderboard_markdown(
+        board, task_weights(board_settings(), ["t1", "t2"], {}), _table(rows).assign(evidence="e")
+    )
     assert "| x | 0.500 (1/1) | — (0/1) | — (1/2) |" in md
 
 
@@ -153,7 +164,7 @@ def _fallback_table():
 
 def test_missing_empty_leaves_a_failed_agents_average_empty_and_ranks_the_rest():
     table = _fallback_table()
-    board, weights = leaderboard(table, {"missing": "empty"})
+    board, weights = leaderboard(table, board_settings(missing="empty"))
     md = leaderboard_markdown(board, weights, table)
     rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line][1:6]
     assert rows == [
@@ -171,11 +182,11 @@ def test_missing_base_model_counts_agent_failed_cells_as_the_base_score_and_mark
     weighted (equal) 0.55, now first. b's infra_failed cell still leaves its average empty."""
     from ptb_harness.results.leaderboard import leaderboard_html, with_fallback
 
-    table = with_fallback(_fallback_table(), {"missing": "base_model"})
+    table = with_fallback(_fallback_table(), board_settings(missing="base_model"))
     [sub] = table[table["substituted"]].itertuples()
     assert (sub.agent, sub.task, sub.model, sub.score, sub.outcome) == ("a", "t1", "m2", 0.4, "agent_failed")
     assert table.loc[table["outcome"] == "infra_failed", "score"].isna().all()
-    board, weights = leaderboard(table, {"missing": "base_model"})
+    board, weights = leaderboard(table, board_settings(missing="base_model"))
     a = board[board["entry"] == "a"].set_index("task")
     assert a.loc["t1", "mean"] == pytest.approx(0.5) and a.loc["weighted average", "mean"] == pytest.approx(0.55)
     assert a.loc["weighted average", "n_substituted"] == 1 and a.loc["t1", "n_scored"] == 1
@@ -205,7 +216,7 @@ def test_the_fallback_rule_is_a_function_of_outcome_and_flag():
 
 def test_an_instruct_score_equal_to_the_base_leaves_the_weights_undefined():
     """A zero gap has no inverse: the weights are undefined (named), never a division error."""
-    w = task_weights({"weighting": "inverse_gap", "instruct_scores": {"t": {"m": 0.4}}}, ["t"], {"t": 0.4})
+    w = task_weights(board_settings(weighting="inverse_gap", instruct_scores={"t": {"m": 0.4}}), ["t"], {"t": 0.4})
     assert w.by_task == {} and "instruct 0.4000 <= base 0.4000" in w.problem
 
 
@@ -217,7 +228,7 @@ def test_a_task_scored_for_some_models_only_is_incomplete():
         ("x", "t2", "m1", "1", 0, 1, 0.9, "scored"),
         ("x", "t2", "m2", "1", 0, 1, None, "infra_failed"),
     ]
-    board, _ = leaderboard(_table(rows))
+    board, _ = leaderboard(_table(rows), board_settings())
     x = board.set_index("task")
     assert bool(x.loc["t1", "complete"]) and not bool(x.loc["t2", "complete"])
     assert x.loc["t2", "mean"] == pytest.approx(0.9) and x.loc["t2", "n_models_scored"] == 1
@@ -233,7 +244,7 @@ def test_a_task_mean_is_over_models_not_over_cells():
         ("x", "t", "m2", "1", 0, 1, 0.9, "scored"),
         ("x", "t", "m2", "1", 0, 2, None, "infra_failed"),
     ]
-    board, _ = leaderboard(_table(rows))
+    board, _ = leaderboard(_table(rows), board_settings())
     x = board.set_index("task")
     assert x.loc["t", "mean"] == pytest.approx(0.6) and x.loc["weighted average", "mean"] == pytest.approx(0.6)
     assert pd.isna(x.loc["t", "std"])  # one complete repeat: no spread to report
@@ -249,7 +260,7 @@ def test_the_base_agents_own_failed_cells_never_fall_back_to_themselves():
         ("noop", "t", "m", "1", 0, 2, None, "agent_failed"),
         ("x", "t", "m", "1", 0, 1, None, "agent_failed"),
     ]
-    table = with_fallback(_table(rows), {"missing": "base_model"})
+    table = with_fallback(_table(rows), board_settings(missing="base_model"))
     assert list(table["substituted"]) == [False, False, True]
     assert pd.isna(table.loc[1, "score"]) and table.loc[2, "score"] == pytest.approx(0.3)
 

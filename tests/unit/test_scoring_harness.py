@@ -13,8 +13,9 @@ import yaml
 from conftest import REPO, campaign_config, make_workdir, write_config, write_task
 
 from ptb_harness.campaign.cells import Cell
+from ptb_harness.campaign.checks import check_data, check_templates
 from ptb_harness.campaign.config import load_config_files
-from ptb_harness.campaign.scoring import base_architecture, check_data, check_templates, missing_data
+from ptb_harness.campaign.scoring import base_architecture, missing_data
 from ptb_harness.core.errors import ConfigError, HarnessError
 from ptb_harness.prefetch import prefetch, prefetch_steps
 from ptb_harness.results.outcome import cell_outcome

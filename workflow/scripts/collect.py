@@ -1,7 +1,7 @@
 # Snakemake job: the campaign's tables, plots, GPU views and viewer (see ptb_harness.results).
 from pathlib import Path
 
-from ptb_harness.campaign.settings import campaign_from_config
+from ptb_harness.campaign.reader import campaign_from_config
 from ptb_harness.results.campaign_views import write_views
 from ptb_harness.results.collect import write_tables
 from ptb_harness.results.plots import write_plots

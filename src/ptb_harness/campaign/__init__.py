@@ -1,2 +1,5 @@
-"""The campaign: its schema-checked configuration and typed settings, the grid of cells,
-the agents and tasks it names and the resources each job asks for."""
+"""The campaign, bottom to top: its cells and name checks (``cells``, the leaf), the
+agents and tasks it names, the typed settings (``settings``), the campaign itself
+(``campaign``), the one reader of the configuration mapping (``reader``), the checks that
+need the agents', tasks' and cache's files (``checks``), the steps in order (``config``),
+and what scoring reads (``scoring``) and each job asks for (``resources``)."""

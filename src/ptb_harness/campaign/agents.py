@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ptb_harness.campaign.cells import check_name
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.records import read_json_file, read_json_object
 
@@ -48,22 +49,19 @@ class AgentEntry:
     llm_budget: tuple[tuple[str, float | int | None], ...] = ()
 
 
-def parse_agent_entries(
-    items: list[Any], agent_config: Mapping[str, Any], check_name: Callable[[Any, str], str]
-) -> list[AgentEntry]:
-    """The campaign's `agents:` list: each item a name (a dir under agents/) or a mapping
-    {name, dir, model, env, reprompt}. ``agent_config`` is the shorthand `name -> model`.
-    Raises ConfigError naming the item; directories are checked by the caller."""
+def parse_agent_entries(items: list[Any], models_by_agent: Mapping[str, Any]) -> list[AgentEntry]:
+    """The campaign's `agents:` list (for ``campaign.reader``): each item a name (a dir
+    under agents/) or a mapping {name, dir, model, env, reprompt, llm_budget}.
+    ``models_by_agent`` is the shorthand `agent_config: {name: model}`. Raises ConfigError
+    naming the item; directories are checked by the caller."""
     entries: list[AgentEntry] = []
     seen: dict[str, int] = {}
     for i, item in enumerate(items):
-        entries.append(_agent_entry(item, i, seen, agent_config, check_name))
+        entries.append(_agent_entry(item, i, seen, models_by_agent))
     return entries
 
 
-def _agent_entry(
-    item: Any, i: int, seen: dict[str, int], agent_config: Mapping[str, Any], check_name: Callable[[Any, str], str]
-) -> AgentEntry:
+def _agent_entry(item: Any, i: int, seen: dict[str, int], models_by_agent: Mapping[str, Any]) -> AgentEntry:
     """agents[i]; ``seen``: the names of the items before it (this one's is added)."""
     where = f"agents[{i}]"
     # a bare name is its own key in messages ("agents[1]: ..."), a mapping's is ".name"
@@ -83,9 +81,9 @@ def _agent_entry(
         raise ConfigError(f"{name_key}: duplicate entry {name!r} (also at agents[{seen[name]}])")
     seen[name] = i
     model = item.get("model")
-    if model is not None and name in agent_config:
+    if model is not None and name in models_by_agent:
         raise ConfigError(f"{where}.model: also given as agent_config.{name}; give it once")
-    model = agent_config.get(name, "") if model is None else model
+    model = models_by_agent.get(name, "") if model is None else model
     if not isinstance(model, str):
         raise ConfigError(f"{where}.model: {model!r} is not a string")
     reprompt = item.get("reprompt", False)
@@ -212,17 +210,17 @@ def load_agent(agent_dir: Path) -> AgentSpec:
         raise ConfigError(f"{agent_dir / 'solve.sh'} not found (every agent needs a solve.sh)")
     keys_file = agent_dir / "api_keys.json"
     api_keys = check_env_names(read_json_file(keys_file, []), str(keys_file))
-    settings = _read_settings(agent_dir / "agent.json")
+    agent_json = _read_agent_json(agent_dir / "agent.json")
     return AgentSpec(
         name=agent_dir.name,
         dir=agent_dir,
         env_passthrough=_read_passthrough(agent_dir / "env_passthrough.txt"),
         api_keys=tuple(api_keys),
-        trace_format=settings.get("trace_format", "auto"),
-        cli=settings.get("cli"),
-        resume=settings.get("resume", False),
-        trusted=settings.get("trusted", False),
-        llm=_llm_endpoint(settings.get("llm"), agent_dir / "agent.json"),
+        trace_format=agent_json.get("trace_format", "auto"),
+        cli=agent_json.get("cli"),
+        resume=agent_json.get("resume", False),
+        trusted=agent_json.get("trusted", False),
+        llm=_llm_endpoint(agent_json.get("llm"), agent_dir / "agent.json"),
     )
 
 
@@ -239,7 +237,7 @@ def _llm_endpoint(data: Any, path: Path) -> LlmEndpoint | None:
     return LlmEndpoint(data["protocol"], data["base_url_env"], data["default_base_url"])
 
 
-def _read_settings(path: Path) -> dict:
+def _read_agent_json(path: Path) -> dict:
     data = read_json_object(path)
     unknown = set(data) - {"trace_format", "cli", "resume", "trusted", "llm"}
     if unknown:

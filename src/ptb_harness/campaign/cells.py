@@ -1,51 +1,19 @@
-"""The campaign: validated configuration, its cells, and where each cell's files live.
-
-A campaign is the cross product agents x tasks x models x hours x num_gpus x runs.
-Everything here runs before any job starts, so every problem with the configuration
-surfaces as one ``ConfigError`` line that names the key, not as a failed GPU job.
+"""The campaign's leaves: a cell (one agent x task x model x hours x num_gpus x run), a
+base model, and the checks of the names and budgets that become path components. Imports
+nothing of the campaign package: the settings, the reader and the campaign build on it.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ptb_harness.campaign.agents import AgentEntry, AgentSpec, load_agent
-from ptb_harness.campaign.tasks import TaskSpec, load_task
 from ptb_harness.core.errors import ConfigError
-from ptb_harness.core.layout import NAME_PATTERN, cell_dir_rel
-from ptb_harness.core.records import read_yaml_mapping
-
-if TYPE_CHECKING:  # settings imports this module to build a Campaign
-    from ptb_harness.campaign.settings import Settings
+from ptb_harness.core.layout import NAME_PATTERN
 
 _NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
-
-# Keys of a campaign file: every top-level key of the schema except `site` (site knobs come
-# from profiles) and `campaign` (the file's own name); tests/unit/test_campaign.py checks it.
-CAMPAIGN_KEYS = frozenset(
-    {
-        "agents",
-        "tasks",
-        "models",
-        "hours",
-        "num_gpus",
-        "runs",
-        "agent_config",
-        "solve",
-        "evaluate",
-        "paths",
-        "name",
-        "grader",
-        "judge",
-        "leaderboard",
-    }
-)
 
 
 @dataclass(frozen=True, order=True)
@@ -133,117 +101,3 @@ def check_name(value: Any, key: str) -> str:
             " no '/', '..' or whitespace; must not start with '.' or '-')"
         )
     return value
-
-
-@dataclass(frozen=True)
-class Campaign:
-    """A validated campaign: what to run, its settings, and where its files live.
-
-    Built by ``ptb_harness.campaign.settings`` (the one reader of the config mapping).
-    Agents and tasks are read from their directories once and kept here, so the plan's
-    checks and a stage's run use the same specs."""
-
-    workdir: Path
-    settings: Settings
-    #: the `agents:` items by name (a leaderboard row each; see AgentEntry)
-    agent_entries: Mapping[str, AgentEntry]
-    tasks: tuple[str, ...]
-    models: Mapping[str, Model]
-    #: canonical decimal text of each budget (see format_hours)
-    hours: tuple[str, ...]
-    num_gpus: tuple[int, ...]
-    runs: tuple[int, ...]
-    _agent_specs: dict[str, AgentSpec] = field(default_factory=dict, compare=False, repr=False)
-    _task_specs: dict[str, TaskSpec] = field(default_factory=dict, compare=False, repr=False)
-
-    # -- paths -------------------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self.settings.name
-
-    @property
-    def results_dir(self) -> Path:
-        return self.settings.paths.results_dir
-
-    @property
-    def agents_dir(self) -> Path:
-        return self.settings.paths.agents_dir
-
-    @property
-    def tasks_dir(self) -> Path:
-        return self.settings.paths.tasks_dir
-
-    def cell_dir(self, cell: Cell) -> Path:
-        return self.results_dir / cell_dir_rel(cell.wildcards)
-
-    @property
-    def agent_names(self) -> list[str]:
-        return list(self.agent_entries)
-
-    def agent_dir(self, agent: str) -> Path:
-        """The directory of the entry named ``agent`` (a bare name is its own directory)."""
-        entry = self.agent_entries.get(agent)
-        return self.agents_dir / (entry.dir if entry else agent)
-
-    def task_dir(self, task: str) -> Path:
-        return self.tasks_dir / task
-
-    def untrusted_warning(self) -> str | None:
-        """One line when runtime `none` would run agents not marked trusted in agent.json."""
-        if self.settings.site.runtime.runtime != "none":
-            return None
-        untrusted = [a for a in self.agent_names if not self.agent(a).trusted]
-        if not untrusted:
-            return None
-        return (
-            f"WARNING: site.runtime none runs {', '.join(untrusted)} unconfined (not marked trusted in "
-            "agent.json): they can read and write everything you can; use runtime bwrap or apptainer"
-        )
-
-    # -- contents ------------------------------------------------------------------------
-    def agent(self, name: str) -> AgentSpec:
-        """The agent's spec, read from its directory the first time it is asked for."""
-        if name not in self._agent_specs:
-            self._agent_specs[name] = load_agent(self.agent_dir(name))
-        return self._agent_specs[name]
-
-    def task(self, name: str) -> TaskSpec:
-        """The task's spec, read from its directory the first time it is asked for."""
-        if name not in self._task_specs:
-            self._task_specs[name] = load_task(self.task_dir(name))
-        return self._task_specs[name]
-
-    def model_source(self, model: str) -> str:
-        """What MODEL_TO_TRAIN is set to: an absolute local path or a repo id."""
-        m = self.models[model]
-        if m.path is not None:
-            return str((self.workdir / m.path).resolve())
-        return str(m.repo_id)
-
-    def cells(self) -> Iterator[Cell]:
-        for agent, task, model, hours, gpus, run in itertools.product(
-            self.agent_entries, self.tasks, self.models, self.hours, self.num_gpus, self.runs
-        ):
-            yield Cell(agent, task, model, hours, gpus, run)
-
-    def agent_config(self, agent: str) -> str:
-        """The entry's model (AGENT_CONFIG / AGENT_MODEL), "" when none is given."""
-        entry = self.agent_entries.get(agent)
-        return entry.model if entry else ""
-
-
-def load_campaign_file(path: str | Path) -> dict[str, Any]:
-    """Read a campaign file given with ``--config campaign=FILE``.
-
-    A campaign file holds only campaign keys: site knobs belong to profiles, and a
-    campaign file that set them would silently override the site.
-    """
-    p = Path(path)
-    data = read_yaml_mapping(p, "campaign")
-    unknown = sorted(set(data) - CAMPAIGN_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"campaign: {p} sets {', '.join(unknown)}, which are not campaign keys"
-            f" (allowed: {', '.join(sorted(CAMPAIGN_KEYS))}; site knobs belong in the profile)"
-        )
-    return data

@@ -13,7 +13,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.settings import Settings
 
 

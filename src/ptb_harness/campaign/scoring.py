@@ -1,10 +1,10 @@
-"""What scoring a campaign needs before anything runs: a chat template for every base
-model, and the HF cache holding every task's datasets and the base models.
-
-Checked when the workflow is planned (``load_config(for_run=True)``: ``-n`` too), so a
-gap is one line before any GPU hour, not a failed scorer after the agent's 10 hours.
-The cache layout and the per-dataset check are the scorer's own (ptb_scorer.data), so
-the plan checks exactly what the scorer will read.
+"""What scoring a campaign reads besides the final model: the base model's config.json
+(local, or the snapshot of the site's HF cache huggingface_hub loads offline), the chat
+templates a task maps architectures to, and what the cache lacks of the tasks' datasets
+and the base models. The plan checks these (``campaign.checks``: ``-n`` too), the evaluate
+stage passes the base architecture, the judge reads the same configs. The cache layout
+and the per-dataset check are the scorer's own (ptb_scorer.data), so the plan checks
+exactly what the scorer will read.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign.cells import Campaign
+from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.tasks import TaskSpec
-from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.hf_snapshots import resolve_snapshot
 from ptb_harness.core.records import MAX_RECORD_BYTES, loads_bounded
 from ptb_scorer.data import CacheLayout, describe, missing
@@ -74,19 +73,6 @@ def templated_tasks(campaign: Campaign) -> list[TaskSpec]:
     return [t for t in (campaign.task(n) for n in campaign.tasks) if t.templates_dir]
 
 
-def check_templates(campaign: Campaign) -> None:
-    """Every base model scored with a chat template maps to one: else a ConfigError."""
-    for task in templated_tasks(campaign):
-        known = architecture_map(task.templates_dir)
-        for i, model in enumerate(campaign.models):
-            arch = base_architecture(campaign, model)
-            if arch is not None and arch not in known:
-                raise ConfigError(
-                    f"models[{i}] ({model}): architecture {arch} has no chat template for task {task.name}"
-                    f" (templates/architectures.json knows {', '.join(sorted(known))})"
-                )
-
-
 def missing_data(campaign: Campaign) -> list[str]:
     """What the site's HF cache lacks for this campaign (empty when nothing)."""
     readers = [t for t in (campaign.task(n) for n in campaign.tasks) if t.datasets]
@@ -105,14 +91,3 @@ def _cached(layout: CacheLayout, repo_id: str) -> bool:
     """The snapshot huggingface_hub loads offline is there, with its config.json."""
     snap = resolve_snapshot(layout.hub, repo_id)
     return snap is not None and snap.file("config.json") is not None
-
-
-def check_data(campaign: Campaign) -> None:
-    gaps = missing_data(campaign)
-    if gaps:
-        hf_home = campaign.settings.site.hf_cache.home
-        raise ConfigError(
-            f"HF cache {hf_home} lacks {'; '.join(gaps)}: run `ptb-harness prefetch` (login node)"
-            if hf_home
-            else f"{gaps[0]}: set site.hf_home to a cache filled by `ptb-harness prefetch`"
-        )

@@ -7,7 +7,9 @@ jobs on shared nodes. Here the choice of victims is one pure function,
 ``choose_victims``, which sees the GPU set and the owner of every process, and is
 property-tested; ``reap`` (the entry) only gathers its inputs and carries out its answer.
 ``ReapPolicy`` is the site's reap settings; it lives here, not in the campaign's
-settings, because the GPU layer is below the campaign.
+settings, because the GPU layer is below the campaign. Its modes, scopes and defaults
+are the schema's (``site.gpu_reap``, ``site.gpu_scope``, ``site.reap_wait_seconds``), read
+through ``core.schema``, so they are written once.
 """
 
 from __future__ import annotations
@@ -18,19 +20,20 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ptb_harness.core.errors import HarnessError
+from ptb_harness.core.schema import site_knob
 from ptb_harness.gpu.cellset import GpuSet
 from ptb_harness.gpu.nvml import Gpu, GpuProcess, Owner, list_gpus, list_processes, load_nvml, proc_owner
 from ptb_harness.runtime.procs import read_proc_stat
 
 log = logging.getLogger("ptb_harness.gpu")
 
-ReapMode = Literal["none", "own", "all"]
-ReapScope = Literal["cell", "node"]
-REAP_MODES: tuple[str, ...] = ("none", "own", "all")
-REAP_SCOPES: tuple[str, ...] = ("cell", "node")
+_MODE, _SCOPE, _WAIT = site_knob("gpu_reap"), site_knob("gpu_scope"), site_knob("reap_wait_seconds")
+#: what to kill (site.gpu_reap) and on which GPUs (site.gpu_scope), as the schema lists them
+REAP_MODES: tuple[str, ...] = tuple(_MODE["enum"])
+REAP_SCOPES: tuple[str, ...] = tuple(_SCOPE["enum"])
 
 
 def check_mode(mode: str) -> None:
@@ -43,9 +46,9 @@ def check_mode(mode: str) -> None:
 class ReapPolicy:
     """The site's reap settings (site.gpu_reap, site.gpu_scope, site.reap_wait_seconds)."""
 
-    mode: ReapMode = "own"
-    scope: ReapScope = "cell"
-    wait_seconds: float = 60.0
+    mode: str = _MODE["default"]
+    scope: str = _SCOPE["default"]
+    wait_seconds: float = float(_WAIT["default"])
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
@@ -79,7 +82,7 @@ class ReapReport:
 def choose_victims(
     processes: Sequence[GpuProcess],
     scope: Sequence[str],
-    mode: ReapMode,
+    mode: str,
     my_uid: int,
     protected_pids: frozenset[int] = frozenset(),
 ) -> list[GpuProcess]:

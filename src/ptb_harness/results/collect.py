@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
-from ptb_harness.campaign.cells import Campaign
+from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.core.cell_files import USAGE
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.records import atomic_write_text
@@ -115,9 +114,9 @@ def write_tables(campaign: Campaign, paths: Mapping[str, Path]) -> tuple[pd.Data
     leaderboard (CSV and Markdown), each written atomically to the paths named `cells`,
     `leaderboard_csv`, `leaderboard_md` (see COLLECT_OUTPUTS); returns (cell table,
     leaderboard, weights)."""
-    board_config = asdict(campaign.settings.leaderboard)
-    table = with_fallback(cell_table(campaign), board_config)
-    board, weights = leaderboard(table, board_config)
+    settings = campaign.settings.leaderboard
+    table = with_fallback(cell_table(campaign), settings)
+    board, weights = leaderboard(table, settings)
     # text fields escaped (csv_text): an agent's newline or formula stays in its field
     atomic_write_text(paths["cells"], csv_text(table))
     atomic_write_text(paths["leaderboard_csv"], csv_text(board))

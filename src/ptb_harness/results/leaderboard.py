@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from ptb_harness.campaign.settings import LeaderboardSettings
 from ptb_harness.core.text import markdown_cell, markdown_table
 from ptb_harness.results.token_usage import TOKEN_USAGE_COLUMNS, token_usage_markdown, token_usage_rows
 
@@ -81,19 +82,19 @@ class Weights:
     problem: str = ""
 
 
-def task_weights(board_config: Mapping[str, Any], tasks: list[str], base_means: Mapping[str, float]) -> Weights:
+def task_weights(board: LeaderboardSettings, tasks: list[str], base_means: Mapping[str, float]) -> Weights:
     """The weights of `leaderboard.weighting`. For `inverse_gap` (PostTrainBench):
     w_t proportional to 1 / (instruct_t - base_t), instruct_t the mean over models of the
     configured instruct scores, base_t the base models' mean score; normalised to sum 1."""
-    rule = board_config.get("weighting", "equal")
+    rule = board.weighting
     if rule == "equal":
         return Weights({t: 1 / len(tasks) for t in tasks}, rule)
     if rule == "explicit":
-        raw = {t: float(board_config["weights"][t]) for t in tasks}
+        raw = {t: float(board.weights[t]) for t in tasks}
     else:
         raw = {}
         for t in tasks:
-            scores = board_config["instruct_scores"][t]
+            scores = board.instruct_scores[t]
             instruct = sum(scores.values()) / len(scores)
             base = base_means.get(t)
             if base is None or math.isnan(base):
@@ -112,19 +113,17 @@ def counts_as_base_model(outcome: str, flagged: bool = False) -> bool:
     return outcome == "agent_failed" or (flagged and outcome == "scored")
 
 
-def with_fallback(table: pd.DataFrame, board_config: Mapping[str, Any] | None = None) -> pd.DataFrame:
+def with_fallback(table: pd.DataFrame, board: LeaderboardSettings) -> pd.DataFrame:
     """The cell table with `score` (the value the leaderboard counts) and `substituted`
     (True where that is the base model's score, under `leaderboard.missing: base_model`).
     The base score of a task and model is the mean of the base agent's scored repeats; a
     cell with none to fall back on stays empty."""
-    board_config = board_config or {}
     flagged = table["flagged"].fillna(False).astype(bool) if "flagged" in table else pd.Series(False, index=table.index)
     # a flagged score is never the agent's: left out, or the base model's below
     table = table.assign(score=table["accuracy"].where(~flagged), substituted=False)
-    if board_config.get("missing", "empty") != "base_model" or table.empty:
+    if board.missing != "base_model" or table.empty:
         return table
-    base_agent = board_config.get("base_agent", "noop")
-    is_base = table["agent"] == base_agent
+    is_base = table["agent"] == board.base_agent
     base = table[is_base & ~flagged].dropna(subset=["accuracy"]).groupby(["task", "model"])["accuracy"].mean()
     eligible = ~is_base & pd.Series(
         [counts_as_base_model(o, bool(f)) for o, f in zip(table["outcome"], flagged, strict=True)], index=table.index
@@ -167,9 +166,9 @@ def _task_stats(table: pd.DataFrame, models: list[str], tasks: list[str]) -> tup
     return stats, run_means
 
 
-def _instruct_rows(board_config: Mapping[str, Any], models: list[str]) -> list[dict[str, Any]]:
+def _instruct_rows(board: LeaderboardSettings, models: list[str]) -> list[dict[str, Any]]:
     rows = []
-    for task, scores in sorted((board_config.get("instruct_scores") or {}).items()):
+    for task, scores in sorted(board.instruct_scores.items()):
         vals = [scores[m] for m in models if m in scores]
         rows.append(
             {
@@ -221,23 +220,23 @@ def _weighted_rows(per_task: pd.DataFrame, weights: Weights, tasks: list[str], r
     return rows
 
 
-def leaderboard(table: pd.DataFrame, board_config: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, Weights]:
+def leaderboard(table: pd.DataFrame, board: LeaderboardSettings) -> tuple[pd.DataFrame, Weights]:
     """Long-form leaderboard (rank, kind, entry, task, mean, std, counts, weight), ranked,
     and the weights. `table`: the cell table, with or without `with_fallback`'s columns."""
-    board_config = board_config or {}
-    base_agent = board_config.get("base_agent", "noop")
     if "score" not in table:
-        table = with_fallback(table, board_config)
+        table = with_fallback(table, board)
     table = table.assign(entry=_entry_names(table))
     tasks = sorted(table["task"].unique())
     models = sorted(table["model"].unique())
     stats, run_means = _task_stats(table, models, tasks)
-    kinds = table.drop_duplicates("entry").set_index("entry")["agent"].eq(base_agent).map({True: BASE, False: AGENT})
+    kinds = (
+        table.drop_duplicates("entry").set_index("entry")["agent"].eq(board.base_agent).map({True: BASE, False: AGENT})
+    )
     stats.insert(0, "kind", stats.index.get_level_values("entry").map(kinds))
     rows = stats.reset_index()[["kind", "entry", "task", *stats.columns[1:]]].to_dict("records")
     base_means = {r["task"]: r["mean"] for r in rows if r["kind"] == BASE and r["complete"]}
-    weights = task_weights(board_config, tasks, base_means)
-    rows += _instruct_rows(board_config, models)
+    weights = task_weights(board, tasks, base_means)
+    rows += _instruct_rows(board, models)
     rows += _weighted_rows(pd.DataFrame(rows), weights, tasks, run_means)
     board = pd.DataFrame(rows)
     board["weight"] = board["task"].map({**weights.by_task, WEIGHTED: 1.0})

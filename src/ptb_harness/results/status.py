@@ -15,7 +15,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
 from ptb_harness.core.cell_files import METRICS
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.text import terminal_line, valid_text

@@ -1,4 +1,4 @@
-"""What one cell's agent may use: its caps (typed, built by ptb_harness.campaign.settings),
+"""What one cell's agent may use: its caps (typed, built by ptb_harness.campaign.reader),
 the rlimits its process gets, and how a cap that was hit is named.
 
 Memory and process count are held by a cgroup per cell where the harness may make one

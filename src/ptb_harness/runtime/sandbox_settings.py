@@ -1,4 +1,4 @@
-"""The site's sandbox knobs, typed (built by ptb_harness.campaign.settings).
+"""The site's sandbox knobs, typed (built by ptb_harness.campaign.reader).
 
 Apart from ``sandbox`` so that loading a campaign's settings (status, collect) does not
 load the code that builds launches.

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ptb_harness.campaign.agents import AgentSpec, allowed_env_names
-from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.runtime.sandbox import Bind, LaunchRequest
 from ptb_harness.stages.job_dir import JobDir

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
 from ptb_harness.core.cell_files import EVALUATE, EVALUATE_LOGS, PROVENANCE
 from ptb_harness.core.cell_files import attempt_log as attempt_log_name
 from ptb_harness.core.errors import HarnessError

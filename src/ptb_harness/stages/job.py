@@ -23,8 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign.cells import Campaign, Cell
-from ptb_harness.campaign.settings import campaign_from_config
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
+from ptb_harness.campaign.reader import campaign_from_config
 from ptb_harness.core.cell_files import lock_file, state_file
 from ptb_harness.core.errors import HarnessError, Interrupted
 from ptb_harness.core.records import atomic_write_json, read_json_dict

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptb_harness.campaign.agents import AgentSpec
-from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.cell_files import FINAL_MODEL
 from ptb_harness.core.errors import HarnessError

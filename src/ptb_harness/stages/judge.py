@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.agents import allowed_env_names
-from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.scoring import base_config_json, model_config_json, read_model_config
 from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.cell_files import AGENT_FILES, AGENT_FILES_RECORD

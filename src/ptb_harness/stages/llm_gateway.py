@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.agents import AgentSpec
-from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
 from ptb_harness.core import cell_files
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.gateway.config import GatewayConfig

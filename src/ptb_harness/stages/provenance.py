@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
 from ptb_harness.core.records import atomic_write_json, read_json_dict
 from ptb_harness.runtime.snapshot import provenance as harness_provenance
 

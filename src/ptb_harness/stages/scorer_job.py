@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.scoring import base_architecture
 from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.errors import HarnessError

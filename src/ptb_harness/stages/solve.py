@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
 from ptb_harness.core.cell_files import PREFLIGHT
 from ptb_harness.core.errors import HarnessError, Interrupted
 from ptb_harness.core.records import atomic_write_json, file_sha256

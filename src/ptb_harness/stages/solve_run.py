@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.agents import AgentSpec
-from ptb_harness.campaign.cells import Campaign, Cell
+from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.cell_files import PARTIAL_TRACE
 from ptb_harness.gateway.process import GatewayProcess
