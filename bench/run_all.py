@@ -11,6 +11,9 @@ Prints one table and writes bench/results/summary.{csv,md}. Benchmarks (NAME):
   cell       per-cell overhead of a full cell (agent and scorer that exit at once) on the
              local profile, minus the two processes' own time (goal < 2 s)
   traces     detect + parse + sanitize vs a bare json.loads loop (bench_traces.py)
+  gateway    a model call and a long stream through the cell's LLM gateway vs straight to
+             the scripted server (bench_gateway.py; goals: p50 < 2 ms added, throughput
+             >= 0.9x direct)
   status     status and collect's tables on 20,000 cells vs plain loops reading the same
              JSON files (goal <= 3x each); collect with plots vs its tables alone
   sandbox    a bwrap sandbox's launch (`true` inside), issue 23's new argv (network none
@@ -41,6 +44,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import bench_gateway
 import bench_sandbox
 import bench_status
 import bench_traces
@@ -283,6 +287,31 @@ def bench_trace(tmp: Path, quick: bool) -> None:
     raw.unlink()
 
 
+def bench_gateway_costs(tmp: Path, quick: bool) -> None:
+    r = bench_gateway.measure(100, 5000, 3) if quick else bench_gateway.measure()
+    row(
+        "gateway",
+        "small model call through the gateway, p50",
+        r["gateway_p50_ms"] / 1000,
+        "straight to the stand-in",
+        r["direct_p50_ms"] / 1000,
+        "< 2 ms added",
+        added_p50_ms=r["added_p50_ms"],
+        added_p99_ms=r["added_p99_ms"],
+    )
+    row(
+        "gateway",
+        f"{r['stream_mb']} MB stream through the gateway (median of {r['repeats']})",
+        r["gateway_stream_s"],
+        "straight to the stand-in",
+        r["direct_stream_s"],
+        ">= 0.9x direct throughput",
+        throughput_ratio=r["ratio"],
+        cpu_ratio=r["cpu_ratio"],
+        gateway_cpu_ms_per_mb=r["gateway_cpu_ms_per_mb"],
+    )
+
+
 def bench_gpu(tmp: Path, quick: bool) -> None:
     from gpu_timing import time_reap_decision
 
@@ -387,7 +416,7 @@ def bench_scale(tmp: Path, quick: bool) -> None:
         shutil.rmtree(d)
 
 
-BENCHES = ["plan", "rerun", "cell", "sandbox", "traces", "status", "gpu", "scheduler", "scale"]
+BENCHES = ["plan", "rerun", "cell", "sandbox", "traces", "gateway", "status", "gpu", "scheduler", "scale"]
 
 
 def main() -> int:
@@ -411,6 +440,8 @@ def main() -> int:
             bench_sandbox_launch(tmp, args.quick)
         if "traces" in which:
             bench_trace(tmp, args.quick)
+        if "gateway" in which:
+            bench_gateway_costs(tmp, args.quick)
         if "gpu" in which:
             bench_gpu(tmp, args.quick)
         if "scheduler" in which:

@@ -9,12 +9,17 @@ import http.client
 import json
 import re
 import socket
+import threading
+import time
+import types
 
 import pytest
 from gateway_env import Plan, gateway_before, request, usage
+from scripted_server import SSE_HEADERS, Response, sse
 
 from ptb_harness.gateway.meter import Limits
 from ptb_harness.gateway.prices import ModelPrice
+from ptb_harness.gateway.server import SseUsage
 
 MODEL = "m-main"
 STEPS = [{"shell": "ls", **usage(1200, 40, 300)}, {"text": "done", **usage(1500, 9, 1000)}]
@@ -222,3 +227,70 @@ def test_a_unix_socket_with_a_long_path(tmp_path):
         path, body, header = call("anthropic", True)
         assert gw.post(path, body, auth(header, gw.token))[0] == 200
         assert oct(sock.stat().st_mode & 0o777) == "0o600"
+
+
+def slow_stream_protocol(go: threading.Event, final_event: bytes) -> types.ModuleType:
+    """A stand-in Anthropic stream: message_start (100 input tokens), then, once ``go`` is
+    set, ``final_event`` (its usage) and message_stop."""
+
+    def respond(_request, _plan):
+        def body():
+            yield sse("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 100}}})
+            go.wait(60)
+            yield final_event + sse("message_stop", {"type": "message_stop"})
+
+        return Response(200, dict(SSE_HEADERS), body())
+
+    mod = types.ModuleType("slow_stream")
+    mod.matches = lambda method, path: path == "/v1/messages"  # type: ignore[attr-defined]
+    mod.respond = respond  # type: ignore[attr-defined]
+    return mod
+
+
+def wait_for_log_lines(gw, n: int) -> list[dict]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if gw.log_path.exists() and len(gw.log_path.read_text().splitlines()) >= n:
+            return gw.log()
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {n} lines in llm_log.jsonl after 60 s")
+
+
+def test_an_answer_the_agent_stops_reading_is_read_to_its_end_and_metered(tmp_path):
+    """Closing the stream early is no way to a call without a cost: the provider bills the
+    whole answer, so the gateway reads it to its end (else: 100 tokens, the start's)."""
+    go = threading.Event()
+    final = sse("message_delta", {"type": "message_delta", "usage": {"output_tokens": 777}})
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), "anthropic") as gw:
+        gw.server.protocols.insert(0, slow_stream_protocol(go, final))
+        path, body, header = call("anthropic", True)
+        data = json.dumps(body).encode()
+        head = f"POST {path} HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+        head += f"{header}: {auth(header, gw.token)[header]}\r\ncontent-length: {len(data)}\r\n\r\n"
+        agent = socket.create_connection(("127.0.0.1", gw.gateway.port), timeout=30)
+        agent.sendall(head.encode() + data)
+        got = b""
+        while b"message_start" not in got:
+            got += agent.recv(4096)
+        agent.close()  # the agent goes away mid-stream
+        go.set()
+        (line,) = wait_for_log_lines(gw, 1)
+        summary = gw.gateway.stop()
+    assert line["error"] == "the agent closed the stream before its end"
+    assert line["usage"]["output_tokens"] == 777 and summary["output_tokens"] == 777
+    assert summary["input_tokens"] == 100 and summary["unmetered_answers"] == 0
+
+
+def test_a_last_event_bigger_than_the_kept_tail_is_read_whole(tmp_path):
+    """Responses' response.completed repeats the request's instructions (as big as the agent
+    makes them): its usage, at its very end, is read whatever its size."""
+    go = threading.Event()
+    go.set()
+    huge = {"type": "message_delta", "echo": "x" * (3 * SseUsage.TAIL), "usage": {"output_tokens": 4242}}
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), "anthropic") as gw:
+        gw.server.protocols.insert(0, slow_stream_protocol(go, sse("message_delta", huge)))
+        path, body, header = call("anthropic", True)
+        status, data = gw.post(path, body, auth(header, gw.token))
+        summary = gw.gateway.stop()
+    assert status == 200 and len(data) > 3 * SseUsage.TAIL
+    assert (summary["input_tokens"], summary["output_tokens"]) == (100, 4242)

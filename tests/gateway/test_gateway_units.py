@@ -3,6 +3,9 @@ limits, the log's cut."""
 
 from __future__ import annotations
 
+import itertools
+import json
+
 import genai_prices
 import pytest
 
@@ -198,16 +201,17 @@ def test_a_cut_never_leaves_part_of_a_secret():
     secret = "sk-" + "Zq9" * 15
     redact = Redactor({"K": secret})
     margin = max(len(n) for n, _ in redact.pairs) + 64
-    for at in range(0, 700, 7):  # the secret at every place around the cut and beyond
+    for at, size in itertools.product(range(0, 700, 7), (1, 97, 5000)):  # every place, any chunking
         body = CappedBody(limit=512, margin=margin)
         data = ("a" * at + secret + "b" * 900).encode()
-        for i in range(0, len(data), 97):  # in chunks, as a stream comes
-            body.add(data[i : i + 97])
+        for i in range(0, len(data), size):  # in chunks, as a stream comes
+            body.add(data[i : i + size])
         rec = body.record(redact)
-        assert rec["bytes"] == len(data) and rec["cut"] > 0
+        assert rec["bytes"] == len(data) and rec["cut"] == len(data) - 512
         kept = rec["body"]
-        assert all(secret[i : i + 8] not in kept for i in range(len(secret) - 7)), at
+        assert all(secret[i : i + 8] not in kept for i in range(len(secret) - 7)), (at, size)
         assert len(kept.encode()) <= 512 + 100
+        assert kept.endswith("b" * (512 - 256 - len(secret))), (at, size)  # the tail kept is the body's end
 
 
 def test_a_body_under_the_cap_is_kept_whole():
@@ -217,15 +221,56 @@ def test_a_body_under_the_cap_is_kept_whole():
     assert body.record(Redactor({})) == {"bytes": 1000, "body": "x" * 600 + "y" * 400, "cut": 0}
 
 
-def test_stream_events_are_found_across_any_chunking():
-    from ptb_harness.gateway.server import SseEvents
+def stream_usage(stream: bytes, size: int, head: int | None = None, tail: int | None = None) -> list:
+    from ptb_harness.gateway.server import SseUsage
 
+    events = SseUsage(head or SseUsage.HEAD, tail or SseUsage.TAIL)
+    for i in range(0, len(stream), size):
+        events.add(stream[i : i + size])
+    return events.events()
+
+
+def test_stream_events_are_found_across_any_chunking():
     stream = (
         b'event: message_start\r\ndata: {"usage": {"input_tokens": 3}}\r\n\r\n'
         + b'event: ping\ndata: {"type": "ping"}\n\n' * 3
         + b'data: {"usage": {"output_tokens": 9}}\n\ndata: [DONE]\n\n'
+        + b'data: {"usage": {"output_tokens": 99}}'  # never ended: no event
     )
     for size in (1, 2, 3, 7, 64, len(stream)):
-        events = SseEvents()
-        found = [e for i in range(0, len(stream), size) for e in events.feed(stream[i : i + size])]
+        found = stream_usage(stream, size)
         assert found == [{"usage": {"input_tokens": 3}}, {"usage": {"output_tokens": 9}}], size
+        # the same with a head and a tail smaller than the stream: its middle is left out
+        assert stream_usage(stream, size, head=80, tail=120) == found, size
+
+
+def test_a_stream_past_head_and_tail_keeps_its_first_and_last_usage_and_leaves_out_its_middle():
+    start = b'event: message_start\ndata: {"message": {"usage": {"input_tokens": 5}}}\n\n'
+    middle = b'event: content_block_delta\ndata: {"delta": {"text": "' + b"x" * 300 + b'"}}\n\n'
+    middle_usage = b'data: {"usage": {"output_tokens": 1}}\n\n'
+    end = b'event: message_delta\ndata: {"usage": {"output_tokens": 7}}\n\n'
+    stream = start + middle * 20 + middle_usage + middle * 20 + end
+    for size in (1, 5, 100, 333, len(stream)):
+        found = stream_usage(stream, size, head=200, tail=400)
+        assert found[0] == {"message": {"usage": {"input_tokens": 5}}} and found[-1] == {"usage": {"output_tokens": 7}}
+        # what is kept is bounded (a chunk is kept whole: one bigger than the tail may keep more)
+        assert len(found) == (2 if size <= 333 else 3), size
+        assert len(stream_usage(stream, size)) == 3  # the defaults (64 KiB, 4 MiB) read it whole
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+def test_the_last_two_events_are_read_whole_whatever_their_size(newline):
+    """A last usage event far bigger than the kept tail (Responses' response.completed
+    repeats the agent's instructions), with a small event after it, is read whole."""
+
+    def event(name: str, data: dict) -> bytes:
+        return b"event: " + name.encode() + newline + b"data: " + json.dumps(data).encode() + newline * 2
+
+    start = event("message_start", {"message": {"usage": {"input_tokens": 5}}})
+    middle = event("content_block_delta", {"delta": {"text": "x" * 300}})
+    huge = event("response.completed", {"echo": "y" * 3000, "usage": {"output_tokens": 4242}})
+    stream = start + middle * 30 + huge + event("ping", {}) + b"data: [DON"  # never ended
+    for size in (1, 2, 7, 100, 999, len(stream)):
+        found = stream_usage(stream, size, head=200, tail=400)
+        assert found[0] == {"message": {"usage": {"input_tokens": 5}}}, size
+        assert found[-1]["usage"] == {"output_tokens": 4242}, size

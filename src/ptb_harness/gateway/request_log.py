@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,49 @@ from ptb_harness.traces.redact import Redactor
 LOG_NAME = LLM_LOG  # named in core.cell_files
 
 
-class CappedBody:
+class HeadTail:
+    """The first ``head`` bytes and at least the last ``tail`` bytes of a body received in
+    chunks, and its size. A chunk past the head is kept by reference, not copied, and let
+    go whole once the chunks after it hold ``tail`` bytes: the work per chunk stays the
+    same whatever the chunk's or the body's size (a stream passes the gateway chunk by
+    chunk; each copy and search per chunk cost it throughput)."""
+
+    def __init__(self, head: int, tail: int):
+        self.head_limit, self.tail_limit = head, tail
+        self.head = bytearray()
+        self.chunks: deque[bytes] = deque()
+        self.tail_bytes = 0
+        self.size = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+            if not chunk:
+                return
+        self.chunks.append(chunk)
+        self.tail_bytes += len(chunk)
+        keep = self._pinned(chunk)
+        while len(self.chunks) > keep and self.tail_bytes - len(self.chunks[0]) >= self.tail_limit:
+            self.tail_bytes -= len(self.chunks.popleft())
+
+    def _pinned(self, chunk: bytes) -> int:
+        """How many of the last chunks must be kept whatever the tail's size (none here)."""
+        return 0
+
+    @property
+    def dropped(self) -> int:
+        """Bytes between the head and the tail that were let go."""
+        return self.size - len(self.head) - self.tail_bytes
+
+    def parts(self) -> tuple[bytes, bytes]:
+        """(head, tail): the tail is everything after the head while nothing was dropped."""
+        return bytes(self.head), b"".join(self.chunks)
+
+
+class CappedBody(HeadTail):
     """A body received in chunks, kept as its head and tail past ``limit`` bytes.
 
     The cut never leaves part of a secret in the log: ``margin`` is more than the longest
@@ -33,32 +76,19 @@ class CappedBody:
 
     def __init__(self, limit: int, margin: int):
         self.limit, self.margin = limit, margin
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.size = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.size += len(chunk)
-        room = self.limit // 2 + self.margin - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            keep = self.limit - self.limit // 2 + self.margin
-            if len(self.tail) > 2 * keep:
-                del self.tail[:-keep]
+        super().__init__(limit // 2 + margin, limit - limit // 2 + margin)
 
     def record(self, redact: Redactor) -> dict[str, Any]:
+        head, tail = self.parts()
         if self.size <= self.limit + 2 * self.margin:  # whole: nothing to gain by a cut
-            data = redact(bytes(self.head + self.tail))
+            data = redact(head + tail)
             return {"bytes": self.size, "body": data.decode("utf-8", "replace"), "cut": 0}
         # each side is redacted with `margin` bytes more than it keeps: a secret across
         # the cut is whole there and replaced; a part of one at the window's edge is in
         # the margin, which is then dropped
-        half, margin = self.limit // 2, self.margin
-        head = redact(bytes(self.head[: half + margin]))[:-margin]
-        tail = redact(bytes(self.tail[-(self.limit - half + margin) :]))[margin:]
+        margin = self.margin
+        head = redact(head)[:-margin]
+        tail = redact(tail[-self.tail_limit :])[margin:]
         cut = self.size - self.limit
         text = head + f"\n[... gateway: {cut} bytes cut ...]\n".encode() + tail
         return {"bytes": self.size, "body": text.decode("utf-8", "replace"), "cut": cut}

@@ -5,8 +5,9 @@ Per request: the cell's token is checked (401 otherwise) and swapped for the rea
 the auth headers it came in; the route is checked (only model calls and their free
 helpers pass); the budget is checked before a model call; the request goes to the
 upstream unchanged but for the key (and, for a streamed Chat Completions call, a request
-for its usage); the answer comes back unchanged, a stream chunk by chunk, while the meter
-reads its usage; one line goes to llm_log.jsonl. Events for the harness (ready, budget
+for its usage); the answer comes back unchanged, a stream chunk by chunk, and the meter
+reads its usage (a stream's once it ended: SseUsage; one the agent stops reading is read
+to its end, as the provider bills it); one line goes to llm_log.jsonl. Events for the harness (ready, budget
 exhausted, the final summary) are JSON lines on stdout.
 """
 
@@ -17,6 +18,7 @@ import json
 import re
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +43,7 @@ from ptb_harness.gateway.protocols import (
     route,
     wants_usage_added,
 )
-from ptb_harness.gateway.request_log import CappedBody, RequestLog
+from ptb_harness.gateway.request_log import CappedBody, HeadTail, RequestLog
 from ptb_harness.traces.redact import Redactor
 
 #: Headers a CLI may carry its key in; the token is swapped for the key in each.
@@ -250,19 +252,25 @@ class Gateway:
         if request.transport is not None:  # room for a few chunks in flight to the agent
             request.transport.set_write_buffer_limits(high=STREAM_BUFFER)
         await out.prepare(request)
-        events = SseEvents()
-        async for chunk in up.content.iter_any():
-            ex.response.add(chunk)  # type: ignore[union-attr]
+        events = SseUsage()
+        try:
+            async for chunk in up.content.iter_any():
+                ex.response.add(chunk)  # type: ignore[union-attr]
+                events.add(chunk)
+                if ex.error is None:
+                    try:
+                        await out.write(chunk)
+                    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+                        # the provider bills the whole answer: it is read to its end and
+                        # metered (else closing early would be a call without a cost)
+                        ex.error = "the agent closed the stream before its end"
+            if ex.error is None:
+                await out.write_eof()
+            return out
+        finally:  # what the stream stated, however it ended
             if reader is not None:
-                for event in events.feed(chunk):
+                for event in events.events():
                     reader.feed(event)
-            try:
-                await out.write(chunk)
-            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
-                ex.error = "the agent closed the stream before its end"
-                return out
-        await out.write_eof()
-        return out
 
     def _meter(self, ex: Exchange, reader: UsageReader) -> None:
         ex.usage = reader.usage()
@@ -299,36 +307,95 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-class SseEvents:
-    """Server-sent events from a byte stream fed in chunks: the JSON of each event's data
-    that may hold usage. Others are never parsed, and a chunk without the word is only
-    searched: a stream's cost stays a few byte searches per chunk."""
+class SseUsage(HeadTail):
+    """The server-sent events of one stream that may state its usage, read once the stream
+    has ended: the whole events in its first ``HEAD`` bytes, in its last ``TAIL`` bytes,
+    and its last two events whole, whatever their size (up to ``MAX_EVENTS`` bytes).
 
-    MAX_EVENT = 4 * 2**20
+    Every protocol states a stream's usage at its start (Anthropic's message_start) or in
+    one of its last two events (Anthropic's message_delta before message_stop, the last
+    Chat Completions chunk before [DONE], Gemini's last chunk, whose usageMetadata is the
+    running total, Responses' response.completed, which repeats the request's instructions
+    and tools: as big as the agent makes them), and the last value stated for a field wins:
+    a stream up to HEAD + TAIL bytes is read whole, a longer one loses only events in its
+    middle, which state none. Per chunk only a search from its end for its last event ends;
+    the usage is searched once, at the end (a search of each chunk for the word cost the
+    copy a third of its throughput: bench/README.md)."""
 
-    def __init__(self) -> None:
-        self.rest = b""  # the start of an event not ended yet
+    HEAD = 64 * 1024
+    TAIL = 2**20
+    #: the most the last two events are kept whole for: a request's size and an answer's
+    MAX_EVENTS = MAX_REQUEST_BYTES + 16 * 2**20
+    #: event ends kept back from the last: the second-last event's start is the third-last
+    #: end, and one more (the kept part's first event is dropped as cut, however it starts)
+    _ENDS = 4
 
-    def feed(self, chunk: bytes) -> list[Any]:
-        data = self.rest + chunk
-        if b"\r" in data:  # CRLF lines (a CR at a chunk's end meets its LF in the next one)
-            data = data.replace(b"\r\n", b"\n")
-        if b"sage" not in data:  # "usage", "usageMetadata"
-            end = data.rfind(b"\n\n")
-            self.rest = data[end + 2 :] if end >= 0 else data
-            self.rest = self.rest if len(self.rest) <= self.MAX_EVENT else b""
-            return []
-        *events, self.rest = data.split(b"\n\n")
-        if len(self.rest) > self.MAX_EVENT:  # one event this big is no usage event: drop it
-            self.rest = b""
-        out = []
-        for raw in events:
-            if b"sage" in raw:
-                lines = (ln[5:].lstrip() for ln in raw.split(b"\n") if ln.startswith(b"data:"))
-                obj, _ = loads_bounded(b"\n".join(lines))
-                if obj is not None:
-                    out.append(obj)
-        return out
+    def __init__(self, head: int = HEAD, tail: int = TAIL) -> None:
+        super().__init__(head, tail)
+        # the last chunks back to the one holding the fourth-last event end: (ends, bytes)
+        self.last_events: deque[tuple[int, int]] = deque()
+        self.last_ends = self.last_bytes = 0
+        self.junction = b""  # the last byte before this chunk
+        self.crlf = False
+
+    def _pinned(self, chunk: bytes) -> int:
+        """How many of the last chunks hold the last two events (HeadTail keeps them)."""
+        self.crlf = self.crlf or b"\r" in chunk[:4096]
+        ends = self._ends(chunk)
+        self.junction = chunk[-3:]
+        self.last_events.append((ends, len(chunk)))
+        self.last_ends, self.last_bytes = self.last_ends + ends, self.last_bytes + len(chunk)
+        while len(self.last_events) > 1 and self.last_ends - self.last_events[0][0] >= self._ENDS:
+            first_ends, first_bytes = self.last_events.popleft()
+            self.last_ends, self.last_bytes = self.last_ends - first_ends, self.last_bytes - first_bytes
+        return len(self.last_events) if self.last_bytes <= self.MAX_EVENTS else 0
+
+    def _ends(self, chunk: bytes) -> int:
+        """Event ends (blank lines) in the chunk, up to _ENDS, searched from its end; one
+        across the chunk's start counts too."""
+        n, at = 0, len(chunk)
+        while n < self._ENDS:
+            at = max(chunk.rfind(b"\n\n", 0, at), chunk.rfind(b"\r\n\r\n", 0, at) if self.crlf else -1)
+            if at < 0:
+                break
+            n += 1
+        joined = self.junction + chunk[:3]
+        straddles = joined.find(b"\r\n\r\n") if self.crlf else -1
+        if 0 <= straddles < len(self.junction) or (self.junction.endswith(b"\n") and chunk.startswith(b"\n")):
+            n += 1
+        return n
+
+    def events(self) -> list[Any]:
+        """The JSON of each whole event holding the word ``usage`` (or ``usageMetadata``),
+        in stream order; a last event the stream never ended is none."""
+        head, tail = self.parts()
+        if not self.dropped:
+            return _usage_events(head + tail)
+        head, tail = _lf(head), _lf(tail)
+        # the head's last event and the tail's first are cut by the middle left out
+        return _usage_events(head[: head.rfind(b"\n\n") + 2]) + _usage_events(tail[tail.find(b"\n\n") + 2 :])
+
+
+def _lf(data: bytes) -> bytes:
+    """SSE lines end in LF, CRLF or CR alike: LF only."""
+    return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if b"\r" in data else data
+
+
+def _usage_events(data: bytes) -> list[Any]:
+    """The JSON of the data of each ended event in data that holds the word usage: found
+    by searching for the word (one pass over data), not by splitting every event."""
+    data = _lf(data)
+    ended = data.rfind(b"\n\n")  # what follows is an event the stream never ended
+    out, at = [], 0
+    while (hit := data.find(b"sage", at, ended)) >= 0:  # "usage", "usageMetadata"
+        before = data.rfind(b"\n\n", 0, hit)
+        start, stop = (before + 2 if before >= 0 else 0), data.find(b"\n\n", hit)
+        lines = (ln[5:].lstrip() for ln in data[start:stop].split(b"\n") if ln.startswith(b"data:"))
+        obj, _ = loads_bounded(b"\n".join(lines))
+        if obj is not None:
+            out.append(obj)
+        at = stop + 2
+    return out
 
 
 def emit_line(event: dict[str, Any]) -> None:
