@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.settings import Site
+from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.text import terminal_line
 from ptb_harness.runtime.agent_cli import installed_version, pinned_versions
 from ptb_harness.runtime.sandbox_settings import RuntimeSettings
@@ -102,6 +104,7 @@ def _probe_sandbox(site: Site, host_env: Mapping[str, str], targets: list[str]) 
     """Start a real sandbox of the site and run the probe in it (its privileges,
     namespaces, limits, what of ``targets`` it reaches); its answer, or why there is none."""
     from ptb_harness.runtime import sandbox_probe
+    from ptb_harness.runtime.caps import confine_cell
     from ptb_harness.runtime.sandbox import LaunchRequest, Sandbox
 
     with tempfile.TemporaryDirectory(prefix="ptb-doctor-") as d:
@@ -112,12 +115,15 @@ def _probe_sandbox(site: Site, host_env: Mapping[str, str], targets: list[str]) 
         command = ["python", "-I", "-S", "-c", source, *targets]
         request = LaunchRequest(role="agent", command=command, job_home=home, job_tmp=tmp, workdir="task", env={})
         launch = Sandbox(site.runtime, host_env).launch(request)
-        try:
-            res = subprocess.run(
-                launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=60
-            )
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return str(e)
+        # confined as a cell's agent is (its cgroup where one can be made, its rlimits)
+        with confine_cell(replace(site.agent_limits, cgroup="auto"), f"ptb-doctor-sandbox-{os.getpid()}") as caps:
+            launch = caps.wrap(launch)
+            try:
+                res = subprocess.run(
+                    launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=60
+                )
+            except (OSError, subprocess.TimeoutExpired) as e:
+                return str(e)
     try:
         return json.loads(res.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
@@ -154,8 +160,8 @@ def check_sandbox_namespaces(inside: dict, host: dict) -> Check:
 
 
 def check_sandbox_limits(inside: dict) -> Check:
-    """The limits a sandboxed process runs under, as it sees them: rlimits and cgroup.
-    (The per-cell caps, cgroup and rlimits, report here.)"""
+    """The limits a sandboxed process runs under, as it sees them, confined as a cell's
+    agent is: its rlimits and its cgroup (the cell's, seen from its own cgroup namespace)."""
     limits = ", ".join(f"{k.removeprefix('Max ')} {v}" for k, v in inside["limits"].items())
     cgroups = [c for c in inside["cgroup"] if c.startswith("0::") or ":memory:" in c or ":pids:" in c]
     return Check("sandbox limits", True, f"rlimits: {limits}; cgroup {' '.join(cgroups)}")
@@ -205,6 +211,63 @@ def check_sandbox(site: Site, host_env: Mapping[str, str] | None = None) -> list
         check_sandbox_network(inside, site, addresses),
         check_sandbox_limits(inside),
     ]
+
+
+def check_cgroup(site: Site) -> Check:
+    """A real cell cgroup, made, joined by a probe process, read back and removed: what
+    the kernel allows here for each cell's memory and process caps."""
+    from ptb_harness.runtime.caps import confine_cell
+    from ptb_harness.runtime.cgroups import CAP_FILES, HIT_FILES
+
+    limits = site.agent_limits
+    if limits.cgroup == "none":
+        detail = "site.agent_limits.cgroup is none: agents get rlimits only, no memory or process cap"
+        return Check("cgroup", True, detail)
+    fix = (
+        "run the harness as root, or under a delegated cgroup (site.agent_limits.cgroup_parent), "
+        "or accept rlimits only with site.agent_limits.cgroup: none"
+    )
+    try:
+        with confine_cell(replace(limits, cgroup="auto"), f"ptb-doctor-{os.getpid()}") as caps:
+            if caps.cgroup is None:
+                why = f"none can be made here ({caps.no_cgroup}): the agents get no memory or process cap"
+                # a FAIL where agents are untrusted; runtime none runs trusted ones only
+                return Check("cgroup", site.runtime.runtime == "none", why, fix)
+            parts = []
+            for controller, (version, here) in caps.cgroup.dirs.items():
+                files = [f for f in CAP_FILES[(version, controller)] if (here / f).exists()]
+                read = ", ".join(f"{f} = {(here / f).read_text().strip()}" for f in files)
+                events = "{} ({})".format(*HIT_FILES[(version, controller)])
+                parts.append(f"{controller}: v{version} in {here.parent} ({read}; hits from {events})")
+            swap = caps.cgroup.swap
+    except HarnessError as e:
+        return Check("cgroup", False, str(e), fix)
+    missing = f"; not capped: {caps.no_cgroup}" if caps.no_cgroup else ""
+    detail = f"a cell's cgroup was made, joined and removed: {'; '.join(parts)}; {swap}{missing}"
+    ok = not caps.no_cgroup or site.runtime.runtime == "none"
+    return Check("cgroup", ok, detail, "" if ok else fix)
+
+
+def check_rlimits(site: Site) -> Check:
+    """The rlimits each cell's agent gets, and what NPROC means for this user."""
+    from ptb_harness.runtime.caps import may_raise_hard_limits, within_hard_limits
+    from ptb_harness.runtime.limits import rlimits
+
+    limits = site.agent_limits
+    root = os.geteuid() == 0
+    wanted = rlimits(limits, root=root, pids_in_cgroup=False, user_processes=0)
+    got = {r: soft for r, soft, _ in within_hard_limits(wanted, may_raise_hard_limits())}
+    fsize = f"{limits.fsize_bytes / 1e9:g} GB" if limits.fsize_bytes else "unlimited"
+    nproc = (
+        "NPROC not set (root: the kernel does not count uid 0's processes; the pids cgroup is the cap)"
+        if resource.RLIMIT_NPROC not in got
+        else f"NPROC {limits.pids_max} above the user's processes at launch when no pids cgroup holds the cell "
+        "(it counts every process of the user)"
+    )
+    nofile = got[resource.RLIMIT_NOFILE]
+    kept = f" (site.agent_limits.nofile {limits.nofile}: this process may not raise its hard limit)"
+    nofile_said = f"{nofile}{kept if nofile < limits.nofile else ''}"
+    return Check("rlimits", True, f"NOFILE {nofile_said}, FSIZE {fsize}, CORE 0; {nproc}")
 
 
 def check_images(site: Site) -> list[Check]:
@@ -365,6 +428,8 @@ def run_checks(campaign: Campaign, host_env: Mapping[str, str] | None = None) ->
     steps: list[Callable[[], Check | list[Check]]] = [
         lambda: check_runtime(site, host_env),
         lambda: check_sandbox(site, host_env),
+        lambda: check_cgroup(site),
+        lambda: check_rlimits(site),
         lambda: check_images(site),
         lambda: check_nvccli(site),
         lambda: check_hf_cache(site),

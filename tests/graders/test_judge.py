@@ -91,7 +91,7 @@ def judged_cell(
     (home / "train.py").write_text("import json\n# fine-tune on data/train.jsonl\n")
     (home / "final_model").mkdir()
     (home / "final_model" / "model.safetensors").write_bytes(b"\0" * 100)
-    save_agent_files(home, root / "tasks" / "graded", cdir, Redactor({}), 10**6)
+    save_agent_files(home, root / "tasks" / "graded", cdir, Redactor({}), 10**6, 1000)
     return campaign, cell, cdir
 
 

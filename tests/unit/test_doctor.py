@@ -13,10 +13,12 @@ from conftest import REPO, make_workdir
 from ptb_harness.campaign.config import campaign_with_defaults
 from ptb_harness.campaign.settings import Site
 from ptb_harness.doctor import (
+    check_cgroup,
     check_hf_cache,
     check_host_cache_vars,
     check_images,
     check_nvccli,
+    check_rlimits,
     check_runtime,
     check_sandbox,
     check_sandbox_namespaces,
@@ -166,3 +168,19 @@ def test_doctor_starts_a_real_bwrap_sandbox_and_reports_it_from_inside():
     assert not line.ok and "shared with the host: pid" in line.detail
     # runtime none starts no sandbox to probe
     assert check_sandbox(typed(SITE)) == []
+
+
+def test_doctor_makes_a_real_cell_cgroup_and_says_plainly_when_none_can_be_made():
+    here = check_cgroup(typed(SITE))
+    if os.geteuid() == 0 and "none can be made" not in here.detail:  # CI: root, cgroup v1
+        assert here.ok and "a cell's cgroup was made, joined and removed: memory: v" in here.detail
+        assert "pids: v" in here.detail and "pids.max = 16384" in here.detail
+    bad = {"agent_limits": {"cgroup_parent": "/no-such-cgroup"}}
+    line = check_cgroup(typed({**SITE, "runtime": "bwrap", **bad}))
+    assert not line.ok and "none can be made here (memory: site.agent_limits.cgroup_parent /no-such" in line.detail
+    assert "the agents get no memory or process cap" in line.detail and "cgroup: none" in line.fix
+    assert check_cgroup(typed({**SITE, **bad})).ok  # runtime none: trusted agents; said, not failed
+    off = check_cgroup(typed({**SITE, "agent_limits": {"cgroup": "none"}}))
+    assert off.ok and off.detail.startswith("site.agent_limits.cgroup is none: agents get rlimits only")
+    limits = check_rlimits(typed({**SITE, "agent_limits": {"nofile": 1024, "file_max_gb": 2}}))
+    assert limits.detail.startswith("NOFILE 1024, FSIZE 2 GB, CORE 0; NPROC ")

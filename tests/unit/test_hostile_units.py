@@ -32,7 +32,7 @@ def model(tmp_path, files=None):
 
 def test_a_clean_model_is_moved_and_counted(tmp_path):
     src = model(tmp_path)
-    got = deliver_tree(src, tmp_path / "cell" / "final_model", label="final_model", max_bytes=10**6)
+    got = deliver_tree(src, tmp_path / "cell" / "final_model", label="final_model", max_bytes=10**6, max_files=100)
     assert (got.present, got.files, got.size, got.problem) == (True, 2, 102, None)
     assert (tmp_path / "cell/final_model/sub/w.bin").stat().st_size == 100 and not src.exists()
 
@@ -50,7 +50,7 @@ def test_anything_but_files_and_dirs_refuses_the_whole_model(tmp_path, plant, pr
     src = model(tmp_path)
     plant(src)
     dst = tmp_path / "cell" / "final_model"
-    got = deliver_tree(src, dst, label="final_model", max_bytes=10**6)
+    got = deliver_tree(src, dst, label="final_model", max_bytes=10**6, max_files=100)
     assert got.problem.startswith(problem) and got.files == 0
     assert list(dst.iterdir()) == []
 
@@ -59,12 +59,12 @@ def test_final_model_itself_a_link_too_big_or_absent(tmp_path):
     job = tmp_path / "job"
     job.mkdir()
     (job / "final_model").symlink_to("/etc")
-    got = deliver_tree(job / "final_model", tmp_path / "c1", label="final_model", max_bytes=10**9)
+    got = deliver_tree(job / "final_model", tmp_path / "c1", label="final_model", max_bytes=10**9, max_files=100)
     assert got.problem == "final_model is a symbolic link to /etc, not a directory; nothing delivered"
     big = model(tmp_path / "b", {"w.bin": b"x" * 2000})
-    got = deliver_tree(big, tmp_path / "c2", label="final_model", max_bytes=1000)
+    got = deliver_tree(big, tmp_path / "c2", label="final_model", max_bytes=1000, max_files=100)
     assert got.problem == "final_model holds more than 1e-06 GB; nothing delivered"
-    got = deliver_tree(tmp_path / "none", tmp_path / "c3", label="final_model", max_bytes=1000)
+    got = deliver_tree(tmp_path / "none", tmp_path / "c3", label="final_model", max_bytes=1000, max_files=100)
     assert (got.present, got.problem) == (False, None) and (tmp_path / "c3").is_dir()
 
 
@@ -74,11 +74,49 @@ def test_final_model_itself_a_link_too_big_or_absent(tmp_path):
 def test_secret_values_in_the_model_refuse_it(tmp_path, encode):
     src = model(tmp_path, {"config.json": b"{}", "notes.txt": b"x" * (9 << 20) + encode(KEY.encode()) + b"\n"})
     needles = secret_needles(secrets_from_env(["MY_API_KEY"], {"MY_API_KEY": KEY, "PATH": "/bin"}))
-    got = deliver_tree(src, tmp_path / "cell", label="final_model", max_bytes=10**9, needles=needles)
+    got = deliver_tree(src, tmp_path / "cell", label="final_model", max_bytes=10**9, max_files=100, needles=needles)
     assert (
         got.problem.startswith("final_model contains the value of MY_API_KEY")
         and "final_model/notes.txt" in got.problem
     )
+
+
+def test_a_model_of_too_many_files_is_refused_at_the_first_over_the_cap(tmp_path, monkeypatch):
+    src = model(tmp_path, {f"d{i % 3}/f{i}": b"" for i in range(50)})
+    listed = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda p: listed.append(p) or real_scandir(p))
+    got = deliver_tree(src, tmp_path / "cell", label="final_model", max_bytes=10**9, max_files=20)
+    assert got.problem == "final_model holds more than 20 files and directories; nothing delivered"
+    assert got.files == 0 and list((tmp_path / "cell").iterdir()) == [] and src.is_dir()
+    assert len(listed) < 4, "the walk stopped at the cap instead of listing everything"
+    # at the cap exactly (3 dirs + 50 files), it is delivered
+    got = deliver_tree(src, tmp_path / "cell2", label="final_model", max_bytes=10**9, max_files=53)
+    assert (got.problem, got.files) == (None, 50)
+
+
+def test_across_filesystems_the_model_is_copied_beside_then_renamed_and_synced(tmp_path, monkeypatch):
+    """A job dir on another filesystem than the results: rename fails with EXDEV (here
+    made to, the stand-in for two mounts), and the tree is copied, synced once, renamed."""
+    import ptb_harness.runtime.delivery as delivery
+
+    src = model(tmp_path, {"config.json": b"{}", "a/b/w.bin": b"x" * 10, "a/c": b""})
+    real_rename, syncs = os.rename, []
+
+    def cross_device(a, b):
+        if str(a) == str(src):
+            raise OSError(18, "Invalid cross-device link")
+        return real_rename(a, b)
+
+    monkeypatch.setattr(os, "rename", cross_device)
+    monkeypatch.setattr(delivery, "sync_filesystem", lambda p: syncs.append(os.path.basename(p)))
+    dst = tmp_path / "cell" / "final_model"
+    (dst.parent / ".final_model.partial-old").mkdir(parents=True)  # a crashed try's leftover
+    got = delivery.deliver_tree(src, dst, label="final_model", max_bytes=10**9, max_files=100)
+    assert (got.problem, got.files, got.size) == (None, 3, 12)
+    assert (dst / "a/b/w.bin").read_bytes() == b"x" * 10 and (dst / "a/c").exists()
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["final_model"]  # no partial left
+    assert len(syncs) == 2 and syncs[0].startswith(".final_model.partial-") and syncs[1] == "final_model"
 
 
 def test_base64_forms_match_in_any_alignment():

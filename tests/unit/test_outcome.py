@@ -15,6 +15,8 @@ from ptb_harness.runtime.procs import process_start_ticks
 SOLVED = {"description": "exited 0", "final_model_files": 3}
 SOLVED_FAILING_AGENT = {"description": "exited 3", "final_model_files": 2}
 NO_MODEL = {"description": "exited 3", "final_model_files": 0}
+MEM_HIT = {"hit": "the agent hit its memory cap (256 MiB; 1 process killed)", "memory_bytes": 256 * 2**20}
+PIDS_HIT = {"hit": "the agent hit its process cap (64; 1936 forks refused)", "pids_max": 64}
 EV_FAILED = {"status": "failed", "reason": "no valid metrics after 4 attempts; last: evaluate.py exited 1"}
 HOST = socket.gethostname()
 ME = {"stage": "solve", "state": "running", "host": HOST, "pid": os.getpid(), "started_at": "t0"}
@@ -158,6 +160,37 @@ CASES = [
         "infra_failed",
         "no space",
     ),
+    (
+        "the agent hit its memory cap and left nothing",
+        CellRecords(solve={**NO_MODEL, "description": "killed by signal 9 (SIGKILL)", "limits": MEM_HIT}),
+        "agent_failed",
+        "agent killed by signal 9 (SIGKILL); the agent hit its memory cap (256 MiB; 1 process killed); no final model",
+    ),
+    (
+        "the agent hit its process cap, its model refused",
+        CellRecords(solve={**NO_MODEL, "limits": PIDS_HIT, "agent_problem": "final_model holds more than 3 files"}),
+        "agent_failed",
+        "exited 3; the agent hit its process cap (64; 1936 forks refused); final_model holds more than 3 files",
+    ),
+    (
+        "a cap hit the agent got over: its model is scored",
+        scored({**SOLVED, "limits": MEM_HIT}, 0.4),
+        "scored",
+        "accuracy 0.4",
+    ),
+    (
+        "a cap hit the agent got over: waiting for its score",
+        CellRecords(solve={**SOLVED, "limits": MEM_HIT}),
+        "pending",
+        "not scored yet",
+    ),
+    (
+        "limits without a hit, or from a forged or older record",
+        CellRecords(solve={**NO_MODEL, "limits": {"hit": None, "cgroup": None}}),
+        "agent_failed",
+        "exited 3; no final model",
+    ),
+    ("limits not a mapping", CellRecords(solve={**NO_MODEL, "limits": ["x"]}), "agent_failed", "exited 3; no final"),
     (
         "rerun after a preflight failure: solved now",
         scored(SOLVED, 0.2, preflight={"status": "failed", "reason": "x"}),

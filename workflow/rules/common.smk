@@ -34,6 +34,9 @@ except ConfigError as e:
 if workflow.is_main_process and (untrusted := CAMPAIGN.untrusted_warning()):
     # once per run (not in every job): `none` is for trusted agents only
     print(untrusted, file=sys.stderr)
+if workflow.is_main_process and (no_cgroup := CAMPAIGN.cgroup_warning()):
+    # once per run: without a cgroup the agents' memory and processes are not capped
+    print(no_cgroup, file=sys.stderr)
 
 # as configured (relative to the working directory, or absolute), so plans stay readable
 RESULTS = CAMPAIGN.settings.paths.results_dir_text

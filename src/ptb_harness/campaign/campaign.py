@@ -82,6 +82,13 @@ class Campaign:
             "agent.json): they can read and write everything you can; use runtime bwrap or apptainer"
         )
 
+    def cgroup_warning(self) -> str | None:
+        """One line when this host cannot make the cells' cgroups (site.agent_limits.cgroup
+        auto): their agents' memory and process counts would not be capped."""
+        from ptb_harness.runtime.caps import no_cgroup_warning
+
+        return no_cgroup_warning(self.settings.site.agent_limits)
+
     # -- contents ------------------------------------------------------------------------
     def agent(self, name: str) -> AgentSpec:
         """The agent's spec, read from its directory the first time it is asked for."""

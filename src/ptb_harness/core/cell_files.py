@@ -274,6 +274,11 @@ class SolveRecord(Record):
     #: the LLM gateway's meter (agents whose agent.json has "llm"): requests, tokens,
     #: cost_usd, statuses, refusals, latency, limits, exhausted (gateway.meter.Meter.summary)
     llm: Mapping[str, Any] | None = optional()
+    #: the agent's caps, its cell's cgroup (or why it had none), what it counted (`hit`
+    #: names a cap that was hit), the rlimits it got
+    limits: Mapping[str, Any] | None = optional()
+    #: seconds the harness took after the agent's clock stopped, up to this record
+    delivery_s: float | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -351,6 +356,11 @@ class AgentFilesRecord(Record):
     bytes: int | None = None
     max_bytes: int | None = None
     redactions: Mapping[str, int] | None = None
+    #: left-out files past the record's byte budget, only counted, by reason
+    skipped_uncounted: Mapping[str, int] | None = optional()
+    #: the most entries of the agent's own walked, and why the walk stopped (an agent outcome)
+    max_files: int | None = optional()
+    problem: str | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)

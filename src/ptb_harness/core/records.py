@@ -8,6 +8,7 @@ sees half a record.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -33,6 +34,30 @@ def atomic_write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def sync_filesystem(path: str | Path) -> None:
+    """Flush the filesystem holding ``path`` to disk, once (syncfs: that filesystem only;
+    sync where syncfs is missing). One call makes a whole tree written without an fsync
+    per file durable: the cost of delivering 400,000 files is then the walk, not 400,000
+    round trips to the disk."""
+    syncfs = _syncfs()
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if syncfs is None or syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _syncfs() -> Any:
+    import ctypes  # here: most commands never sync a tree
+
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+    except OSError:
+        return None
 
 
 def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:

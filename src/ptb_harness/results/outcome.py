@@ -240,9 +240,20 @@ def _unsolved(rec: CellRecords, alive: Liveness) -> tuple[str, str]:
     return "pending", "not solved yet"
 
 
+def _cap_hit(solve: dict) -> str | None:
+    """'the agent hit its memory cap (...)' as solve.json's limits say (from the cell's
+    cgroup events), None when no cap was hit or the record predates caps."""
+    limits = solve.get("limits")
+    hit = limits.get("hit") if isinstance(limits, dict) else None
+    return hit[:200] if isinstance(hit, str) and hit else None
+
+
 def _solved(rec: CellRecords, evaluating: tuple[bool, str] | None) -> tuple[str, str]:
     """A solved cell without a score: what its model and its scoring say."""
     agent = f"agent {rec.solve.get('description', '?')}"
+    cap = _cap_hit(rec.solve)
+    if cap:  # the cap it hit is the first thing an agent that failed is told
+        agent = f"{agent}; {cap}"
     if rec.solve.get("agent_problem"):
         return "agent_failed", f"{agent}; {str(rec.solve['agent_problem'])[:300]}"
     if not rec.solve.get("final_model_files"):

@@ -4,8 +4,10 @@ The agent controls every byte under its job dir, so the harness never follows a 
 of it: each entry is inspected with lstat, and only regular files and directories are
 delivered. A symbolic link (to /etc, to another cell's model, to a host secret, to
 /dev/zero), a device, a FIFO or a socket anywhere in the tree, a tree larger than the
-site's cap, or a file holding the value of a secret the harness knows means nothing is
-delivered and the cell's solve record says why (an agent outcome, never a crash).
+site's cap in bytes or in files, or a file holding the value of a secret the harness
+knows means nothing is delivered and the cell's solve record says why (an agent outcome,
+never a crash). A delivered tree is made durable with one sync of its filesystem, never
+an fsync per file.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ptb_harness.core.records import sync_filesystem
 
 #: Bytes read per step of the secret scan.
 SCAN_BLOCK = 8 * 2**20
@@ -44,8 +49,11 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def inspect_tree(root: Path, label: str, max_bytes: int) -> tuple[list[Path], int, str | None]:
-    """(regular files, total bytes, problem) of the tree at root, read with lstat only."""
+def inspect_tree(root: Path, label: str, max_bytes: int, max_files: int) -> tuple[list[Path], int, str | None]:
+    """(regular files, total bytes, problem) of the tree at root, read with lstat only.
+    Entries are counted as they are listed: a tree of more than ``max_files`` files and
+    directories is refused at the first one over, whatever its size (400,000 empty files
+    take a second to refuse, not the minutes copying them would)."""
     try:
         st = os.lstat(root)
     except FileNotFoundError:
@@ -54,14 +62,16 @@ def inspect_tree(root: Path, label: str, max_bytes: int) -> tuple[list[Path], in
         what = f"{_kind(st.st_mode)} to {os.readlink(root)}" if stat.S_ISLNK(st.st_mode) else _kind(st.st_mode)
         return [], 0, f"{label} is {what}, not a directory; nothing delivered"
     files: list[Path] = []
-    size = 0
+    size = entries = 0
     stack = [root]
     while stack:
         here = stack.pop()
-        with os.scandir(here) as entries:
-            for e in entries:
+        with os.scandir(here) as listing:
+            for e in listing:
+                entries += 1
+                if entries > max_files:
+                    return files, size, f"{label} holds more than {max_files} files and directories; nothing delivered"
                 st = e.stat(follow_symlinks=False)
-                rel = f"{label}/{Path(e.path).relative_to(root)}"
                 if stat.S_ISDIR(st.st_mode):
                     stack.append(Path(e.path))
                 elif stat.S_ISREG(st.st_mode):
@@ -70,6 +80,7 @@ def inspect_tree(root: Path, label: str, max_bytes: int) -> tuple[list[Path], in
                     if size > max_bytes:
                         return files, size, f"{label} holds more than {max_bytes / 1e9:g} GB; nothing delivered"
                 else:
+                    rel = f"{label}/{Path(e.path).relative_to(root)}"
                     why = f"{rel} is {_kind(st.st_mode)}; only regular files and directories are delivered"
                     return files, size, why
     return files, size, None
@@ -101,14 +112,16 @@ def deliver_tree(
     *,
     label: str,
     max_bytes: int,
+    max_files: int,
     needles: Sequence[tuple[bytes, str]] = (),
     refuse: str | None = None,
 ) -> Delivery:
     """Move the tree at src to dst when it passes every check (and `refuse`, a reason
     decided before, is None); otherwise dst is left an empty directory. Links are never
-    followed (src is the agent's)."""
+    followed (src is the agent's). The delivered tree is on disk when this returns: one
+    sync of the filesystem, not one per file."""
     present = os.path.lexists(src)
-    files, size, problem = ([], 0, refuse) if refuse else inspect_tree(src, label, max_bytes)
+    files, size, problem = ([], 0, refuse) if refuse else inspect_tree(src, label, max_bytes, max_files)
     if problem is None and files:
         problem = find_secret(files, src, label, needles)
     if dst.exists() or dst.is_symlink():
@@ -119,9 +132,24 @@ def deliver_tree(
         return Delivery(present, 0, 0, problem)
     try:
         os.rename(src, dst)
-    except OSError:  # another filesystem: copy (the tree holds no link to follow)
-        shutil.copytree(src, dst, symlinks=True)
+    except OSError:  # another filesystem: copied whole beside dst, then renamed into place
+        _copy_then_rename(src, dst)
+    sync_filesystem(dst)  # what the agent wrote (or the copy) is on disk before any record names it
     return Delivery(present, len(files), size, None)
+
+
+def _copy_then_rename(src: Path, dst: Path) -> None:
+    """Copy src (files and directories only: inspected) to a hidden dir beside dst, sync
+    it, rename it to dst: a crash leaves a `.<name>.partial-*` dir, never half a dst."""
+    for stale in dst.parent.glob(f".{dst.name}.partial-*"):  # an earlier try's, cut short
+        shutil.rmtree(stale, ignore_errors=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{dst.name}.partial-", dir=dst.parent))
+    try:
+        shutil.copytree(src, partial / "tree", symlinks=True, copy_function=shutil.copyfile)
+        sync_filesystem(partial)
+        os.rename(partial / "tree", dst)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def deliver_file(src: Path, dst: Path, label: str) -> str | None:

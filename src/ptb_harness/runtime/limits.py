@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-CgroupMode = Literal["auto", "required", "off"]
+CgroupMode = Literal["auto", "required", "none"]
 MiB = 2**20
 
 
@@ -30,7 +30,7 @@ class AgentLimits:
     #: RLIMIT_FSIZE: the largest file the agent may write; None = unlimited
     fsize_bytes: int | None
     #: `auto`: a cgroup where one can be made, one warning per run where not; `required`:
-    #: a solve without one is refused; `off`: rlimits only
+    #: a solve without one is refused; `none`: rlimits only
     cgroup: CgroupMode = "auto"
     #: the cgroup the cells' cgroups are made in; None = found from the harness's own
     cgroup_parent: str | None = None
@@ -41,7 +41,7 @@ class AgentLimits:
             "pids_max": self.pids_max,
             "nofile": self.nofile,
             "fsize_bytes": self.fsize_bytes,
-            "cgroup": self.cgroup,
+            "cgroup_mode": self.cgroup,
         }
 
 

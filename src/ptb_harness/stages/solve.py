@@ -29,6 +29,8 @@ from ptb_harness.core.errors import HarnessError, Interrupted
 from ptb_harness.core.records import atomic_write_json, file_sha256
 from ptb_harness.gpu.cellset import GpuSet, job_gpu_set
 from ptb_harness.gpu.nvml import load_nvml
+from ptb_harness.runtime.caps import confine_cell
+from ptb_harness.runtime.cgroups import cgroup_name
 from ptb_harness.runtime.hf_cache import hf_cache_view
 from ptb_harness.runtime.procs import ProcessResult, describe, iso_utc
 from ptb_harness.runtime.sandbox import Launch
@@ -69,9 +71,12 @@ def run_solve(
     with job_gpu_set(cell.num_gpus, site.gpu.assignment, host_env, nvml) as gpu_set:
         run = _prepare(campaign, cell, host_env, gpu_set, nvml, cell_dir, n)
         try:
-            result, launch, resumes, llm = _launch(run)
+            result, launch, resumes, llm, caps = _launch(run)
             delivered = deliver_outputs(run, final_model, raw_trace)
-            record = solve_record(run, result, launch, resumes, delivered, llm)
+            files_problem = keep_agent_files(run)
+            # what the harness did after the agent's clock stopped: leftovers, cgroup, delivery
+            after_s = time.time() - result.ended_at
+            record = solve_record(run, result, launch, resumes, delivered, llm, caps, files_problem, after_s)
             atomic_write_json(solve_json, record)
             update_attempt(cell_dir, n, ended_at=iso_utc(time.time()), status="done")
         except Interrupted as e:
@@ -86,7 +91,6 @@ def run_solve(
             log.error("harness failed; job dir kept for inspection: %s", run.job.root)
             update_attempt(cell_dir, n, ended_at=iso_utc(time.time()))
             raise
-    keep_agent_files(run)
     if not site.keep_job_dir:
         shutil.rmtree(run.job.root, ignore_errors=True)
     return record
@@ -130,12 +134,17 @@ def _prepare(
     )
 
 
-def _launch(run: SolveRun) -> tuple[ProcessResult, Launch, list[dict], dict | None]:
+def _launch(run: SolveRun) -> tuple[ProcessResult, Launch, list[dict], dict | None, dict]:
     """The CUDA preflight (cells with GPUs), then the cell's LLM gateway and the agent
-    under its time limit, resumed while its entry asks for it and time is left. Returns
-    how it ended (over all turns), its first launch, the resumes and the gateway's meter."""
+    under its time limit, resumed while its entry asks for it and time is left, every
+    launch confined by the cell's caps. Returns how it ended (over all turns), its first
+    launch, the resumes, the gateway's meter and what the caps held (read before the
+    cell's cgroup goes)."""
     site = run.campaign.settings.site
-    with hf_cache_view(site.hf_cache, run.job.root) as hf_view:
+    cgroup = cgroup_name(run.cell.slug, run.attempt)
+    with hf_cache_view(site.hf_cache, run.job.root) as hf_view, confine_cell(site.agent_limits, cgroup) as caps:
+        run = run.confined(caps)
+        log.info("caps: %s", caps.describe())
         if run.cell.num_gpus:
             run_preflight(run, hf_view)
         gateway_args = (run.campaign, run.cell, run.agent, run.host_env, run.cell_dir, run.attempt, run.job.harness)
@@ -155,8 +164,11 @@ def _launch(run: SolveRun) -> tuple[ProcessResult, Launch, list[dict], dict | No
             result = run.run_agent(launch, run.limit_s)
             result, resumes = resume_while_asked(run, hf_view, result)
             llm = llm_record(gateway, result)
+        held = caps.record()
     log.info("agent %s after %.1f s", describe(result), result.duration_s)
     if llm is not None:
         used = {k: llm[k] for k in ("requests", "input_tokens", "output_tokens", "cost_usd")}
         log.info("LLM use (gateway): %s", used)
-    return result, launch, resumes, llm
+    if held["hit"]:
+        log.warning("%s", held["hit"])
+    return result, launch, resumes, llm, held

@@ -30,6 +30,7 @@ def deliver_outputs(run: SolveRun, final_model: Path, raw_trace: Path) -> Delive
         final_model,
         label=FINAL_MODEL,
         max_bytes=site.final_model_max_bytes,
+        max_files=site.final_model_max_files,
         needles=secret_needles(secrets),
         refuse=scratch_full,  # what it left may be cut short: not scored
     )
@@ -43,16 +44,25 @@ def deliver_outputs(run: SolveRun, final_model: Path, raw_trace: Path) -> Delive
     return delivery
 
 
-def keep_agent_files(run: SolveRun) -> None:
-    """The agent's files (no weights), sanitized, beside the cell for the judge. A record,
-    never a reason to fail the solve: the judge says when they are missing."""
+def keep_agent_files(run: SolveRun) -> str | None:
+    """The agent's files (no weights), sanitized, beside the cell for the judge. Returns
+    the agent's problem when its job dir held more files than the harness walks (an
+    agent outcome); otherwise a record, never a reason to fail the solve: the judge says
+    when they are missing."""
     settings = run.campaign.settings
+    site = settings.site
     try:
         secrets = secrets_from_env([*run.variables.pass_names, *settings.grader_key_names], run.host_env)
-        max_bytes = settings.site.agent_files_max_bytes
-        kept = save_agent_files(run.job.home, run.task.dir, run.cell_dir, Redactor(secrets), max_bytes)
+        kept = save_agent_files(
+            run.job.home, run.task.dir, run.cell_dir, Redactor(secrets), site.agent_files_max_bytes,
+            site.agent_files_max_files,
+        )  # fmt: skip
         log.info(
             "agent files kept: %d (%d bytes), %d left out", len(kept["saved"]), kept["bytes"], len(kept["skipped"])
         )
     except Exception as e:  # the solve's outputs are written; keep them
         log.warning("agent files not kept: %s: %s", type(e).__name__, e)
+        return None
+    if kept["problem"]:
+        log.warning("agent_failed: %s", kept["problem"])
+    return kept["problem"]

@@ -31,10 +31,15 @@ def solve_record(
     resumes: list[dict],
     delivered: Delivery,
     llm: dict | None = None,
+    limits: dict | None = None,
+    files_problem: str | None = None,
+    after_agent_s: float | None = None,
 ) -> dict:
     """The solve record of one try: ``result`` is how the agent ended over all its turns,
     ``launch`` its first launch, ``delivered`` what of final_model/ reached the cell dir,
-    ``llm`` the LLM gateway's meter (None: the agent has no gateway)."""
+    ``llm`` the LLM gateway's meter (None: the agent has no gateway), ``limits`` what its
+    caps held (runtime.caps), ``files_problem`` why its own files were refused,
+    ``after_agent_s`` the harness's time after the agent's clock stopped."""
     cell, site = run.cell, run.campaign.settings.site
     status, description = end_of(result, llm)
     record = {
@@ -55,7 +60,12 @@ def solve_record(
         "final_model_files": delivered.files,
         "final_model_bytes": delivered.size,
         # why what the agent left was refused (an agent outcome), None when it was not
-        "agent_problem": delivered.problem,
+        "agent_problem": delivered.problem or files_problem,
+        # the caps, the cell's cgroup (or why it had none), what it counted, the rlimits
+        "limits": limits,
+        # seconds from the agent's end to this record: its leftovers stopped, its cgroup
+        # removed, final_model, the trace and its own files delivered (off its clock)
+        "delivery_s": round(after_agent_s, 3) if after_agent_s is not None else None,
         "model_to_train": run.variables.values["MODEL_TO_TRAIN"],
         "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in run.gpu_set.gpus],
         "gpu_source": run.gpu_set.request.source if cell.num_gpus else None,

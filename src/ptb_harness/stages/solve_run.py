@@ -18,6 +18,7 @@ from ptb_harness.core.cell_files import PARTIAL_TRACE
 from ptb_harness.gateway.process import GatewayProcess
 from ptb_harness.gpu.cellset import GpuSet
 from ptb_harness.gpu.monitor import GpuMonitor
+from ptb_harness.runtime.caps import CellCaps
 from ptb_harness.runtime.procs import ProcessResult
 from ptb_harness.runtime.sandbox import Launch, Sandbox
 from ptb_harness.stages.agent_launch import AgentVariables, agent_request
@@ -53,6 +54,11 @@ class SolveRun:
     solve_sh_sha256: str
     #: the cell's LLM gateway while the agent runs (agents whose agent.json has "llm")
     gateway: GatewayProcess | None = None
+    #: the cell's caps (cgroup, rlimits) while the agent may run; every launch is confined by them
+    caps: CellCaps | None = None
+
+    def confined(self, caps: CellCaps) -> SolveRun:
+        return dataclasses.replace(self, caps=caps)
 
     @property
     def gpus(self) -> list[str]:
@@ -73,7 +79,8 @@ class SolveRun:
         env = {**agent_env(self.gateway), **(extra_env or {})}
         request = agent_request(self.campaign, self.cell, self.job, self.variables, self.gpus, hf_view, command, env)
         request = dataclasses.replace(request, endpoints=agent_endpoints(self.gateway))
-        return Sandbox(self.campaign.settings.site.runtime, self.host_env).launch(request)
+        launch = Sandbox(self.campaign.settings.site.runtime, self.host_env).launch(request)
+        return self.caps.wrap(launch) if self.caps is not None else launch
 
     def run_agent(self, launch: Launch, budget_s: float, *, append: bool = False) -> ProcessResult:
         """One turn of the agent, to its trace, while the GPU monitor samples its cards."""
