@@ -42,6 +42,7 @@ def _collect(args: argparse.Namespace) -> int:
     from ptb_harness.core.layout import collect_outputs
     from ptb_harness.results.campaign_views import write_views
     from ptb_harness.results.collect import write_tables
+    from ptb_harness.results.leaderboard import held_lines
     from ptb_harness.results.plots import write_plots
 
     campaign = load_config_files(args.workdir, args.profile, args.campaign)
@@ -54,6 +55,8 @@ def _collect(args: argparse.Namespace) -> int:
     tables, plots = paths["cells"].parent, paths["time_png"].parent
     print(terminal_line(f"{len(table)} cells ({summary}); tables in {tables}, plots in {plots}"))
     print(terminal_line(f"viewer: {paths['viewer']} ({views.summary()})"))
+    for line in held_lines(board):  # entries the judges' verdicts keep off the ranking
+        print(terminal_line(line))
     return 0
 
 

@@ -25,8 +25,10 @@ CONTAMINATED = {
     "contamination": {"flagged": True, "flagged_by": ["ngram"], "justification": "[ngram] 40 of 50 test samples found"},
     "disallowed_model": {"flagged": False, "justification": "ok"},
     "api_usage": {"flagged": False, "justification": "ok"},
+    "ptb_lookup": {"flagged": False, "justification": "ok"},
 }
-CLEAN = {"verdict": "clean", "flags": []}
+VERDICTS = ("contamination", "disallowed_model", "api_usage", "ptb_lookup", "general_anomaly")
+CLEAN = {"verdict": "clean", "flags": [], **{v: {"flagged": False, "justification": "ok"} for v in VERDICTS}}
 
 
 def judged_campaign(tmp_path: Path, missing: str):
@@ -42,7 +44,7 @@ def judged_campaign(tmp_path: Path, missing: str):
         "hours": [1],
         "runs": [1, 2, 3],
         "judge": {"enabled": True},
-        "leaderboard": {"missing": missing},
+        "leaderboard": {"rules": "custom", "missing": missing},
     }
     campaign = load_config(config, tmp_path)
 
@@ -88,7 +90,7 @@ def test_the_leaderboard_never_counts_a_flagged_score(tmp_path: Path, missing: s
     assert "## Flagged cells (judge)" in md
     counted = "base model's score" if missing == "base_model" else "left out"
     assert f"| a | t | m | 1 | 0 | 1 | contamination | {counted} | contamination: [ngram] 40 of 50" in md
-    assert "no readable judgement.json" in md
+    assert "no judgement.json: the judge has not run on this cell" in md
     html = leaderboard_html(board, weights, table, [])
     assert "<h2>Flagged cells (2)</h2>" in html
 

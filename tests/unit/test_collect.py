@@ -14,8 +14,9 @@ from ptb_harness.results.leaderboard import leaderboard, leaderboard_markdown, t
 
 
 def board_settings(**keys):
-    """The leaderboard settings of a campaign that sets these keys (the schema's defaults for the rest)."""
-    config = {"leaderboard": keys}
+    """The leaderboard settings of a campaign that sets these keys (the schema's defaults for
+    the rest, under the `custom` rules: these tables' tasks are no PostTrainBench tasks)."""
+    config = {"leaderboard": {"rules": "custom", **keys}}
     validate_schema(config)
     return leaderboard_settings(config["leaderboard"])
 

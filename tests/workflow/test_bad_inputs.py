@@ -102,11 +102,11 @@ FILE_CASES = [
     ("campaign-file-missing", _campaign_file(None), "campaign", "not found"),
     ("campaign-file-sets-site", _campaign_file("site: {tmp_root: /x}"), "campaign", "site"),
     ("campaign-file-not-a-mapping", _campaign_file("- a\n- b\n"), "campaign", "mapping"),
-    ("weights-missing-a-task", _config(leaderboard={"weighting": "explicit", "weights": {}}), "leaderboard.weights", "fake"),
-    ("weights-for-a-stranger", _config(leaderboard={"weights": {"ghost": 1}}), "leaderboard.weights.ghost", "not a task"),
-    ("inverse-gap-without-scores", _config(leaderboard={"weighting": "inverse_gap"}), "leaderboard.instruct_scores.fake", "m1"),
-    ("inverse-gap-without-base-agent", _config(leaderboard={"weighting": "inverse_gap", "instruct_scores": INSTRUCT}), "leaderboard.base_agent", "noop"),
-    ("instruct-score-above-1", _config(leaderboard={"instruct_scores": {"fake": {"m1": 7}}}), "leaderboard", "7"),
+    ("weights-missing-a-task", _config(leaderboard={"rules": "custom", "weighting": "explicit", "weights": {}}), "leaderboard.weights", "fake"),
+    ("weights-for-a-stranger", _config(leaderboard={"rules": "custom", "weights": {"ghost": 1}}), "leaderboard.weights.ghost", "not a task"),
+    ("inverse-gap-without-scores", _config(leaderboard={"rules": "custom", "weighting": "inverse_gap"}), "leaderboard.instruct_scores.fake", "m1"),
+    ("inverse-gap-without-base-agent", _config(leaderboard={"rules": "custom", "weighting": "inverse_gap", "instruct_scores": INSTRUCT}), "leaderboard.base_agent", "noop"),
+    ("instruct-score-above-1", _config(leaderboard={"rules": "custom", "instruct_scores": {"fake": {"m1": 7}}}), "leaderboard", "7"),
     ("results-dir-under-a-file", _results_under_a_file, "paths.results_dir", "is not a directory"),
 ]  # fmt: skip
 INPUTS = [(name, _config(**overrides), key, "") for name, overrides, key in CASES] + FILE_CASES

@@ -44,15 +44,20 @@ def check_campaign(campaign: Campaign) -> None:
 
 def _check_leaderboard(campaign: Campaign) -> None:
     board, tasks = campaign.settings.leaderboard, campaign.tasks
-    for key, entries in (("weights", board.weights), ("instruct_scores", board.instruct_scores)):
-        for task in entries:
+    # a preset's factors and task set name its own tasks; the campaign's name campaign tasks
+    given = {"instruct_scores": board.instruct_scores, "weights": board.weights, "average_tasks": board.average_tasks}
+    for key, entries in given.items():
+        if key != "instruct_scores" and key not in board.changed:
+            continue
+        for task in entries or ():
             if task not in tasks:
                 raise ConfigError(f"leaderboard.{key}.{task}: not a task of this campaign")
+    averaged = board.in_average(tasks)
     if board.weighting == "explicit":
-        missing = [t for t in tasks if t not in board.weights]
+        missing = [t for t in averaged if t not in board.weights]
         if missing:
             raise ConfigError(f"leaderboard.weights: no weight for task(s) {', '.join(missing)} (weighting explicit)")
-        if not sum(board.weights.values()) > 0:
+        if averaged and not sum(board.weights[t] for t in averaged) > 0:
             raise ConfigError("leaderboard.weights: the weights sum to 0")
     if board.weighting == "inverse_gap":
         _check_inverse_gap(campaign)
@@ -61,7 +66,7 @@ def _check_leaderboard(campaign: Campaign) -> None:
 def _check_inverse_gap(campaign: Campaign) -> None:
     """inverse_gap needs every task's and model's instruct score, and the base agent's cells."""
     board = campaign.settings.leaderboard
-    for task in campaign.tasks:
+    for task in board.in_average(campaign.tasks):
         missing = [m for m in campaign.models if m not in (board.instruct_scores.get(task) or {})]
         if missing:
             raise ConfigError(

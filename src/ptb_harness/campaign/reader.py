@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 from ptb_harness.campaign.agents import AgentEntry, parse_agent_entries
 from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.cells import Model, check_name, format_hours
+from ptb_harness.campaign.rules import rules_settings
 from ptb_harness.campaign.settings import (
     EvaluateSettings,
     GpuSettings,
@@ -218,8 +219,9 @@ def _judge_settings(config: Mapping[str, Any]) -> JudgeSettings:
 
 
 def leaderboard_settings(board: Mapping[str, Any]) -> LeaderboardSettings:
-    """The typed `leaderboard:` of a schema-validated config (defaults filled in)."""
-    return _pick(LeaderboardSettings, board)
+    """The typed `leaderboard:` of a schema-validated config (defaults filled in): its
+    preset (`rules`) with the keys it sets (not null) replacing the preset's."""
+    return rules_settings(**board)
 
 
 def campaign_from_config(config: Mapping[str, Any], workdir: str | Path) -> Campaign:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ptb_harness.gateway.meter import Limits
 from ptb_harness.gateway.prices import ModelPrice
+from ptb_harness.judging.verdict import COUNTABLE_VERDICTS, PTB_LOOKUP
 from ptb_harness.runtime.hf_cache import HfCacheSettings
 from ptb_harness.runtime.limits import AgentLimits
 from ptb_harness.runtime.sandbox_settings import RuntimeSettings
@@ -162,12 +163,35 @@ class EvaluateSettings:
 
 @dataclass(frozen=True)
 class LeaderboardSettings:
-    weighting: str
-    weights: Mapping[str, float]
-    base_agent: str
-    instruct_scores: Mapping[str, Mapping[str, float]]
-    #: what an agent_failed cell counts as: empty, or the base model's score
-    missing: str
+    """How the leaderboard weighs tasks and counts cells (campaign key leaderboard): a
+    preset's values (``campaign.rules``) with the campaign's changes applied."""
+
+    #: the preset the values start from: ptb-v1.2, ptb-v1.0 or custom
+    rules: str = "custom"
+    #: equal, explicit (``weights``) or inverse_gap (``instruct_scores`` and the base agent's cells)
+    weighting: str = "equal"
+    weights: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    base_agent: str = "noop"
+    instruct_scores: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    #: what an agent_failed or flagged cell counts as: empty, or the base model's score
+    missing: str = "empty"
+    #: the tasks of the weighted average (None: every task of the campaign)
+    average_tasks: tuple[str, ...] | None = None
+    #: the verdicts that count (judging.verdict.COUNTABLE_VERDICTS)
+    judges: tuple[str, ...] = COUNTABLE_VERDICTS
+    #: a scored cell of a judged campaign without a required verdict: flagged, or drop_entry
+    missing_verdict: str = "flagged"
+    #: the keys the campaign set to another value than the preset's, and that value as shown
+    changed: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def in_average(self, tasks: Iterable[str]) -> list[str]:
+        """The tasks, of those given, that the weighted average is over (in their order)."""
+        return [t for t in tasks if self.average_tasks is None or t in self.average_tasks]
+
+    @property
+    def holds_ptb_lookup(self) -> bool:
+        """A counted PTB-lookup flag leaves the entry unranked."""
+        return PTB_LOOKUP in self.judges
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ EVALUATE_LOGS = "evaluate"
 PROVENANCE = "provenance.json"
 #: judge: the verdict
 JUDGEMENT = "judgement.json"
+#: by hand, after a review: verdicts that win over the judges' (who, why, which verdicts)
+JUDGEMENT_OVERRIDE = "judgement_override.json"
 #: solve and evaluate, GPU cells: the GPU samples, and `ptb-harness plot-cell`'s figure
 GPU_MONITOR = "gpu_monitor.csv"
 GPU_PLOT = "gpu_monitor.png"
@@ -103,9 +105,11 @@ SOLVE_STATE = state_file("solve")
 EVALUATE_STATE = state_file("evaluate")
 
 #: the cell's JSON records, in the order a reader shows them (the viewer's cell page)
-RECORDS = (SOLVE, EVALUATE, METRICS, USAGE, JUDGEMENT, PREFLIGHT, SOLVE_STATE, EVALUATE_STATE, PROVENANCE)
+RECORDS = (
+    SOLVE, EVALUATE, METRICS, USAGE, JUDGEMENT_OVERRIDE, JUDGEMENT, PREFLIGHT, SOLVE_STATE, EVALUATE_STATE, PROVENANCE
+)  # fmt: skip
 #: the records a reader opens a cell for (shown unfolded)
-OPEN_RECORDS = frozenset({SOLVE, EVALUATE, METRICS, JUDGEMENT})
+OPEN_RECORDS = frozenset({SOLVE, EVALUATE, METRICS, JUDGEMENT, JUDGEMENT_OVERRIDE})
 #: the records a cell's outcome is decided from (results.outcome; the judge's flag reads JUDGEMENT)
 OUTCOME_RECORDS = (METRICS, SOLVE, EVALUATE, PREFLIGHT, SOLVE_STATE, EVALUATE_STATE)
 
@@ -116,7 +120,7 @@ FILE_NAMES = frozenset(
     {
         SOLVE, RAW_TRACE, PARTIAL_TRACE, FINAL_MODEL, ATTEMPTS, PREFLIGHT, AGENT_FILES, AGENT_FILES_RECORD,
         TRANSCRIPT, TRANSCRIPT_SANITIZED, RAW_TRACE_SANITIZED, USAGE, METRICS, EVALUATE, PROVENANCE,
-        JUDGEMENT, GPU_MONITOR, GPU_PLOT, LLM_LOG, GATEWAY_LOG,
+        JUDGEMENT, JUDGEMENT_OVERRIDE, GPU_MONITOR, GPU_PLOT, LLM_LOG, GATEWAY_LOG,
         *(f(s) for s in STAGES for f in (state_file, lock_file, stage_log)),
     }
 )  # fmt: skip
@@ -365,8 +369,10 @@ class AgentFilesRecord(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Judgement(Record):
-    """judgement.json: the verdict (clean, flagged, judge_failed), the flags, each check's
-    result, the deterministic checks, the judge model and the sha256 of every input."""
+    """judgement.json: the verdict (clean, flagged, judge_failed), the flags, each
+    verdict's result ({flagged, flagged_by, judge_failed, justification}), every judge's
+    runs and how they were resolved, the deterministic checks, the judge model and the
+    sha256 of every input."""
 
     FILE = JUDGEMENT
 
@@ -379,6 +385,12 @@ class Judgement(Record):
     contamination: Mapping[str, Any] | None = None
     disallowed_model: Mapping[str, Any] | None = None
     api_usage: Mapping[str, Any] | None = None
+    #: the agent looked PostTrainBench itself up (absent in records of older harnesses)
+    ptb_lookup: Mapping[str, Any] | None = optional()
+    #: anything else amiss (recorded only, never counted)
+    general_anomaly: Mapping[str, Any] | None = optional()
+    #: judge name -> its runs (each answer or why there is none) and how they were resolved
+    judges: Mapping[str, Any] | None = optional()
     checks: Mapping[str, Any] | None = None
     inputs: Mapping[str, Any] | None = None
     ended_at: str | None = None
@@ -388,3 +400,37 @@ class Judgement(Record):
         (a check this harness does not know is read from ``extra``)."""
         part = self.to_dict().get(name)
         return part if isinstance(part, Mapping) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgementOverride(Record):
+    """judgement_override.json, written by hand after a review: `verdicts` (verdict name ->
+    true/false) win over the judges' for this cell, and the tables show `by` and `reason`.
+    E.g. ``{"by": "A. Reviewer", "reason": "the overlap is the train split", "at":
+    "2026-12-01", "verdicts": {"contamination": false}}``."""
+
+    FILE = JUDGEMENT_OVERRIDE
+
+    #: who decided
+    by: str | None = None
+    #: why
+    reason: str | None = None
+    #: when (free text, e.g. a date)
+    at: str | None = optional()
+    verdicts: Mapping[str, Any] | None = None
+
+    def problem(self, known: tuple[str, ...]) -> str:
+        """Why the override cannot be applied ('' when it can): `by` and `reason` are
+        needed, and `verdicts` naming only `known` verdicts, each true or false."""
+        for key in ("by", "reason"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not value.strip():
+                return f"{JUDGEMENT_OVERRIDE}: `{key}` is missing (who decided, and why, are shown with the verdict)"
+        if not isinstance(self.verdicts, Mapping) or not self.verdicts:
+            return f"{JUDGEMENT_OVERRIDE}: `verdicts` must map verdict names ({', '.join(known)}) to true or false"
+        for name, value in self.verdicts.items():
+            if name not in known:
+                return f"{JUDGEMENT_OVERRIDE}: verdicts.{str(name)[:40]}: not a verdict ({', '.join(known)})"
+            if not isinstance(value, bool):
+                return f"{JUDGEMENT_OVERRIDE}: verdicts.{name}: must be true or false"
+        return ""

@@ -13,6 +13,13 @@ from typing import Any
 #: the three questions the judge answers, in the order every record and reader lists them
 CHECKS = ("contamination", "disallowed_model", "api_usage")
 VERDICTS = ("clean", "flagged", "judge_failed")
+#: the verdicts a leaderboard can count: the score verdicts flag a cell's score (the base
+#: model's stands in, or it is left out); ptb_lookup holds the whole entry unranked
+SCORE_VERDICTS = CHECKS
+PTB_LOOKUP = "ptb_lookup"
+COUNTABLE_VERDICTS = (*SCORE_VERDICTS, PTB_LOOKUP)
+#: anything else amiss: recorded, never counted
+GENERAL_ANOMALY = "general_anomaly"
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 

@@ -14,14 +14,27 @@ from pathlib import Path
 import pandas as pd
 
 from ptb_harness.campaign.campaign import Campaign
-from ptb_harness.core.cell_files import USAGE
+from ptb_harness.core.cell_files import JUDGEMENT, JUDGEMENT_OVERRIDE, USAGE, JudgementOverride
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.records import atomic_write_text
 from ptb_harness.core.text import csv_text, valid_text
-from ptb_harness.results.flags import judgement_flag
+from ptb_harness.results.flags import Flag, judgement_flag
 from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
-from ptb_harness.results.outcome import cell_outcomes, local_liveness
+from ptb_harness.results.outcome import CellRecords, cell_outcomes, local_liveness
 from ptb_harness.results.token_usage import TOKEN_USAGE_COLUMNS, cell_token_usage, typed_token_usage
+
+#: a cell's verdict in the table: its score flagged (and why), a PTB lookup that holds its
+#: entry, required verdicts it lacks, an override applied (see results.flags)
+VERDICT_COLUMNS = [
+    "flagged",
+    "flag",
+    "flag_justification",
+    "ptb_lookup",
+    "ptb_lookup_justification",
+    "verdict_missing",
+    "override",
+]
+
 
 CELL_COLUMNS = [
     "agent",
@@ -41,9 +54,7 @@ CELL_COLUMNS = [
     "final_model_files",
     "eval_attempts",
     *TOKEN_USAGE_COLUMNS,
-    "flagged",
-    "flag",
-    "flag_justification",
+    *VERDICT_COLUMNS,
     "solve_attempts",
     "cell_dir",
 ]
@@ -53,11 +64,12 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
     rows = []
     root = str(campaign.results_dir)  # resolved once, not per cell
     judged = campaign.settings.judge.enabled
+    counted = campaign.settings.leaderboard.judges
     cells = list(campaign.cells())
     dirs = [os.path.join(root, cell_dir_rel(cell.wildcards)) for cell in cells]
     for cell, cdir, (outcome, evidence, rec) in zip(cells, dirs, cell_outcomes(dirs, local_liveness()), strict=True):
         # a scored cell of a judged campaign without a verdict is flagged (fail closed)
-        flag = judgement_flag(rec.judgement, judged and outcome == "scored")
+        flag = _verdict(rec, judged and outcome == "scored", counted)
         solve = rec.solve or {}
         # a score counts only when the records vouch for it (outcome scored), never a forged one
         metrics = (rec.metrics or {}) if outcome == "scored" else {}
@@ -80,9 +92,7 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 "final_model_files": solve.get("final_model_files"),
                 "eval_attempts": len((rec.evaluate or {}).get("attempts", [])) or None,
                 **cell_token_usage(cdir if rec.files and USAGE in rec.files else None),
-                "flagged": flag is not None,
-                "flag": valid_text(flag.reason) if flag else "",
-                "flag_justification": valid_text(flag.justification) if flag else "",
+                **_verdict_columns(flag),
                 # tries in which the agent ran: more than 1 means it was solved again
                 "solve_attempts": _solve_attempts(solve),
                 "cell_dir": cdir,
@@ -94,6 +104,31 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
     for col in ("solve_exit_code", "final_model_files", "eval_attempts", "solve_attempts"):
         table[col] = table[col].astype("Int64")
     return typed_token_usage(table)
+
+
+def _verdict(rec: CellRecords, judged: bool, counted: tuple[str, ...]) -> Flag | None:
+    listed = rec.files if rec.files is not None else frozenset()
+    override = JudgementOverride.from_dict(rec.judgement_override) if rec.judgement_override is not None else None
+    return judgement_flag(
+        rec.judgement,
+        judged,
+        counted=counted,
+        judgement_present=JUDGEMENT in listed or rec.judgement is not None,
+        override=override,
+        override_present=JUDGEMENT_OVERRIDE in listed,
+    )
+
+
+def _verdict_columns(flag: Flag | None) -> dict[str, object]:
+    return {
+        "flagged": flag is not None and flag.flagged,
+        "flag": valid_text(flag.reason) if flag else "",
+        "flag_justification": valid_text(flag.justification) if flag else "",
+        "ptb_lookup": flag is not None and flag.ptb_lookup,
+        "ptb_lookup_justification": valid_text(flag.ptb_lookup_justification) if flag else "",
+        "verdict_missing": ", ".join(flag.missing) if flag else "",
+        "override": valid_text(flag.override) if flag else "",
+    }
 
 
 def _text(value: object) -> object:
@@ -114,9 +149,9 @@ def write_tables(campaign: Campaign, paths: Mapping[str, Path]) -> tuple[pd.Data
     leaderboard (CSV and Markdown), each written atomically to the paths named `cells`,
     `leaderboard_csv`, `leaderboard_md` (see COLLECT_OUTPUTS); returns (cell table,
     leaderboard, weights)."""
-    settings = campaign.settings.leaderboard
-    table = with_fallback(cell_table(campaign), settings)
-    board, weights = leaderboard(table, settings)
+    rules = campaign.settings.leaderboard
+    table = with_fallback(cell_table(campaign), rules)
+    board, weights = leaderboard(table, rules)
     # text fields escaped (csv_text): an agent's newline or formula stays in its field
     atomic_write_text(paths["cells"], csv_text(table))
     atomic_write_text(paths["leaderboard_csv"], csv_text(board))

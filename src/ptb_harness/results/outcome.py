@@ -31,7 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ptb_harness.core.cell_files import EVALUATE, EVALUATE_STATE, JUDGEMENT, METRICS, PREFLIGHT, SOLVE, SOLVE_STATE
+from ptb_harness.core.cell_files import (
+    EVALUATE,
+    EVALUATE_STATE,
+    JUDGEMENT,
+    JUDGEMENT_OVERRIDE,
+    METRICS,
+    PREFLIGHT,
+    SOLVE,
+    SOLVE_STATE,
+)
 from ptb_harness.core.records import MAX_METRICS_BYTES, check_metrics, read_json_dict, read_record_bytes
 from ptb_harness.runtime.procs import process_start_ticks
 from ptb_scorer.protocol import model_fault, read_attempt_log
@@ -70,8 +79,10 @@ class CellRecords:
     attempt_log_tails: dict[int, str] | None = None
     #: the names in the cell dir when it was listed (None: not listed)
     files: frozenset[str] | None = None
-    #: the judge's judgement.json (not part of the outcome: results.flags reads it)
+    #: the judge's judgement.json and a reviewer's judgement_override.json (not part of
+    #: the outcome: results.flags reads them)
     judgement: dict | None = None
+    judgement_override: dict | None = None
 
 
 def _read_metrics(cell_dir: str | Path) -> tuple[dict | None, str | None, str | None]:
@@ -115,6 +126,7 @@ def read_cell(cell_dir: str | Path, present: frozenset[str] | set[str] | None = 
         attempt_log_tails=tails,
         files=frozenset(present) if present is not None else None,
         judgement=load(JUDGEMENT),
+        judgement_override=load(JUDGEMENT_OVERRIDE),
     )
 
 

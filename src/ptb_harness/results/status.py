@@ -17,7 +17,7 @@ from typing import Any
 
 from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.cells import Cell
-from ptb_harness.core.cell_files import METRICS
+from ptb_harness.core.cell_files import JUDGEMENT_OVERRIDE, METRICS
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.text import terminal_line, valid_text
 from ptb_harness.results.flags import cell_flag
@@ -44,6 +44,10 @@ class CellStatus:
     #: the judge's flag of a scored cell, e.g. "contamination" or "judge_failed"; "" when none
     flag: str = ""
     flag_justification: str = ""
+    #: a counted PTB-lookup verdict of a scored cell (its entry is not ranked): why; "" when none
+    ptb_lookup: str = ""
+    #: a judgement_override.json applied: what it sets, who and why; "" when none
+    override: str = ""
     #: a metrics.json exists (whether or not the records vouch for it)
     metrics_present: bool = False
 
@@ -69,6 +73,7 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[C
     root = str(campaign.results_dir)  # resolved once, not per cell
     alive = alive or local_liveness(live_slurm_jobs)
     judged = campaign.settings.judge.enabled
+    counted = campaign.settings.leaderboard.judges
     cells = list(campaign.cells())
     rels = [cell_dir_rel(cell.wildcards) for cell in cells]
     cells_by_rel = dict(zip(rels, cells, strict=True))
@@ -76,15 +81,17 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[C
     def read(rel: str) -> CellStatus:
         cell_dir = os.path.join(root, rel)
         outcome, evidence, rec = cell_outcome(cell_dir, alive, all_records=False)
-        flag = cell_flag(cell_dir, judged) if outcome == "scored" else None
+        flag = cell_flag(cell_dir, judged, counted) if outcome == "scored" else None
         return CellStatus(
             cells_by_rel[rel],
             outcome,
             evidence,
             f"{results}/{rel}/{METRICS}",
-            flag.reason if flag else "",
-            flag.justification if flag else "",
-            rec.metrics is not None or rec.metrics_sha256 is not None or rec.metrics_problem is not None,
+            flag=flag.reason if flag else "",
+            flag_justification=flag.justification if flag else "",
+            metrics_present=any(v is not None for v in (rec.metrics, rec.metrics_sha256, rec.metrics_problem)),
+            ptb_lookup=(flag.ptb_lookup_justification or "the PTB-lookup verdict") if flag and flag.ptb_lookup else "",
+            override=flag.override if flag else "",
         )
 
     return map_cells(read, rels)
@@ -137,6 +144,14 @@ def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = 
         out += [
             f"  {terminal_line(s.flag):<12} {_where(s)}: {terminal_line(s.flag_justification[:300])}" for s in flagged
         ]
+    looked = [s for s in statuses if s.ptb_lookup]
+    if looked:
+        out += ["", f"PTB lookup (the entry is not ranked until a reviewer decides: {JUDGEMENT_OVERRIDE}):"]
+        out += [f"  {_where(s)}: {terminal_line(s.ptb_lookup[:300])}" for s in looked]
+    overridden = [s for s in statuses if s.override]
+    if overridden:
+        out += ["", f"verdicts set by hand ({JUDGEMENT_OVERRIDE}):"]
+        out += [f"  {_where(s)}: {terminal_line(s.override[:300])}" for s in overridden]
     pending = Counter(s.evidence for s in statuses if s.outcome == "pending")
     if pending and not show_pending:
         why = "; ".join(f"{n} {terminal_line(evidence)}" for evidence, n in pending.most_common())
