@@ -19,6 +19,7 @@ sometimes, so a record that lacks it stays as it was). To add a file: a name her
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +132,15 @@ FILE_NAMES = frozenset(
 R = TypeVar("R", bound="Record")
 
 
+@functools.cache
+def _shape(cls: type[Record]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
+    """A record class's fields: their plain defaults, and the factories of the others."""
+    fields = [f for f in dataclasses.fields(cls) if f.name != "extra"]
+    plain = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+    factories = tuple((f.name, f.default_factory) for f in fields if f.default is dataclasses.MISSING)
+    return plain | {name: None for name, _ in factories}, factories
+
+
 def optional() -> Any:
     """A field written only when it has a value (None: the key stays out of the file)."""
     return field(default=None, metadata={"optional": True})
@@ -152,12 +162,21 @@ class Record:
     def from_dict(cls: type[R], data: Any) -> R:
         """The record of a JSON object (anything else reads as an empty record)."""
         data = data if isinstance(data, Mapping) else {}
-        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        values = {k: v for k, v in data.items() if k in known}
+        defaults, factories = _shape(cls)
+        values = {k: v for k, v in data.items() if k in defaults}
+        extra = {k: v for k, v in data.items() if k not in defaults} if len(values) < len(data) else {}
         for name, nested in cls.NESTED.items():
             if isinstance(values.get(name), list):
                 values[name] = tuple(nested.from_dict(item) for item in values[name])
-        return cls(**values, extra={k: v for k, v in data.items() if k not in known})
+        # set as the dataclass's __init__ would, without its per-field cost (status reads
+        # a few records of each of 20,000 cells): every field has a default
+        record = object.__new__(cls)
+        fields = record.__dict__
+        fields.update(defaults)
+        fields.update((name, factory()) for name, factory in factories if name not in values)
+        fields.update(values)
+        fields["extra"] = extra
+        return record
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.extra)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from ptb_harness.campaign.campaign import Campaign
-from ptb_harness.core.cell_files import JUDGEMENT, JUDGEMENT_OVERRIDE, USAGE, JudgementOverride
+from ptb_harness.core.cell_files import JUDGEMENT, JUDGEMENT_OVERRIDE, USAGE, JudgementOverride, SolveRecord
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.records import atomic_write_text
 from ptb_harness.core.text import csv_text, valid_text
@@ -70,7 +70,7 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
     for cell, cdir, (outcome, evidence, rec) in zip(cells, dirs, cell_outcomes(dirs, local_liveness()), strict=True):
         # a scored cell of a judged campaign without a verdict is flagged (fail closed)
         flag = _verdict(rec, judged and outcome == "scored", counted)
-        solve = rec.solve or {}
+        solve = rec.solve or SolveRecord()
         # a score counts only when the records vouch for it (outcome scored), never a forged one
         metrics = (rec.metrics or {}) if outcome == "scored" else {}
         rows.append(
@@ -85,16 +85,16 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 "evidence": valid_text(evidence),
                 "accuracy": metrics.get("accuracy"),
                 "stderr": metrics.get("stderr"),
-                "solve_status": _text(solve.get("status")),
-                "solve_exit_code": solve.get("exit_code"),
-                "solve_duration_s": solve.get("duration_s"),
+                "solve_status": _text(solve.status),
+                "solve_exit_code": solve.exit_code,
+                "solve_duration_s": solve.duration_s,
                 "budget_s": cell.budget_seconds,
-                "final_model_files": solve.get("final_model_files"),
-                "eval_attempts": len((rec.evaluate or {}).get("attempts", [])) or None,
+                "final_model_files": solve.final_model_files,
+                "eval_attempts": len(rec.evaluate.attempts) if rec.evaluate is not None else None,
                 **cell_token_usage(cdir if rec.files and USAGE in rec.files else None),
                 **_verdict_columns(flag),
                 # tries in which the agent ran: more than 1 means it was solved again
-                "solve_attempts": _solve_attempts(solve),
+                "solve_attempts": _solve_attempts(rec.solve),
                 "cell_dir": cdir,
             }
         )
@@ -136,11 +136,11 @@ def _text(value: object) -> object:
     return valid_text(value) if isinstance(value, str) else value
 
 
-def _solve_attempts(solve: dict) -> int | None:
+def _solve_attempts(solve: SolveRecord | None) -> int | None:
     """Tries in which the agent ran: more than 1 means the cell was solved again."""
-    if not solve:
+    if solve is None:
         return None
-    earlier = solve.get("earlier_attempts")
+    earlier = solve.earlier_attempts
     return 1 + (len(earlier) if isinstance(earlier, list) else 0)
 
 

@@ -25,11 +25,11 @@ import hashlib
 import os
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ptb_harness.core.cell_files import (
     EVALUATE,
@@ -40,12 +40,18 @@ from ptb_harness.core.cell_files import (
     PREFLIGHT,
     SOLVE,
     SOLVE_STATE,
+    EvaluateRecord,
+    Preflight,
+    Record,
+    SolveRecord,
+    StageState,
 )
 from ptb_harness.core.records import MAX_METRICS_BYTES, check_metrics, read_json_dict, read_record_bytes
 from ptb_harness.runtime.procs import process_start_ticks
 from ptb_scorer.protocol import model_fault, read_attempt_log
 
 T = TypeVar("T")
+R = TypeVar("R", bound=Record)
 
 OUTCOMES = ("scored", "agent_failed", "infra_failed", "pending", "running")
 #: Each outcome's mark in the status grid and the viewer's (in the order their legends list them).
@@ -64,17 +70,19 @@ def marks_legend(flagged: bool = False) -> str:
 
 @dataclass(frozen=True)
 class CellRecords:
-    solve: dict | None = None
-    evaluate: dict | None = None
+    """A cell's records as read (a record given as a mapping is read as its typed record)."""
+
+    solve: SolveRecord | None = None
+    evaluate: EvaluateRecord | None = None
     metrics: dict | None = None
     metrics_problem: str | None = None
     #: sha256 of metrics.json's bytes, when it was read
     metrics_sha256: str | None = None
     #: solve.json is in the cell's listing (the fast path lists it without reading it)
     solve_listed: bool = False
-    preflight: dict | None = None
-    solve_state: dict | None = None
-    evaluate_state: dict | None = None
+    preflight: Preflight | None = None
+    solve_state: StageState | None = None
+    evaluate_state: StageState | None = None
     #: the end of each failed evaluate attempt's log, keyed by attempt number
     attempt_log_tails: dict[int, str] | None = None
     #: the names in the cell dir when it was listed (None: not listed)
@@ -83,6 +91,21 @@ class CellRecords:
     #: the outcome: results.flags reads them)
     judgement: dict | None = None
     judgement_override: dict | None = None
+
+    def __post_init__(self) -> None:
+        for name, cls in _TYPED.items():
+            value = getattr(self, name)
+            if isinstance(value, Mapping):
+                object.__setattr__(self, name, cls.from_dict(value))
+
+
+_TYPED: dict[str, type[Record]] = {
+    "solve": SolveRecord,
+    "evaluate": EvaluateRecord,
+    "preflight": Preflight,
+    "solve_state": StageState,
+    "evaluate_state": StageState,
+}
 
 
 def _read_metrics(cell_dir: str | Path) -> tuple[dict | None, str | None, str | None]:
@@ -99,40 +122,45 @@ def read_cell(cell_dir: str | Path, present: frozenset[str] | set[str] | None = 
     """The cell's records. `present`, when given, names the files known to exist (one
     directory listing instead of a failed open per missing file)."""
 
-    def load(name: str) -> dict | None:
+    def load(name: str, cls: type[R]) -> R | None:
+        if present is not None and name not in present:
+            return None
+        return cls.read(os.path.join(cell_dir, name))
+
+    def load_raw(name: str) -> dict | None:
         if present is not None and name not in present:
             return None
         return read_json_dict(os.path.join(cell_dir, name))
 
     metrics, problem, digest = _read_metrics(cell_dir) if present is None or METRICS in present else (None, None, None)
-    evaluate = load(EVALUATE)
+    evaluate = load(EVALUATE, EvaluateRecord)
     tails = None
-    if evaluate is not None and evaluate.get("status") == "failed":
-        attempts = evaluate.get("attempts")
+    if evaluate is not None and evaluate.status == "failed":
+        attempts = evaluate.attempts if isinstance(evaluate.attempts, tuple) else ()
         tails = {
-            k: read_attempt_log(os.path.join(cell_dir, att["log"]), head_bytes=0).tail
-            for k, att in enumerate(attempts if isinstance(attempts, list) else [], 1)
-            if isinstance(att, dict) and not att.get("ok") and isinstance(att.get("log"), str)
+            k: read_attempt_log(os.path.join(cell_dir, att.log), head_bytes=0).tail
+            for k, att in enumerate(attempts, 1)
+            if not att.ok and isinstance(att.log, str)
         }
     return CellRecords(
-        solve=load(SOLVE),
+        solve=load(SOLVE, SolveRecord),
         evaluate=evaluate,
         metrics=metrics,
         metrics_problem=problem,
         metrics_sha256=digest,
-        preflight=load(PREFLIGHT),
-        solve_state=load(SOLVE_STATE),
-        evaluate_state=load(EVALUATE_STATE),
+        preflight=load(PREFLIGHT, Preflight),
+        solve_state=load(SOLVE_STATE, StageState),
+        evaluate_state=load(EVALUATE_STATE, StageState),
         attempt_log_tails=tails,
         files=frozenset(present) if present is not None else None,
-        judgement=load(JUDGEMENT),
-        judgement_override=load(JUDGEMENT_OVERRIDE),
+        judgement=load_raw(JUDGEMENT),
+        judgement_override=load_raw(JUDGEMENT_OVERRIDE),
     )
 
 
 #: Whether the process or job of a `running` state record still lives: True, False, or
 #: None when that cannot be known from here.
-Liveness = Callable[[dict], bool | None]
+Liveness = Callable[[StageState], bool | None]
 
 
 def local_liveness(slurm_jobs: Callable[[], set[str] | None] = lambda: None) -> Liveness:
@@ -143,43 +171,53 @@ def local_liveness(slurm_jobs: Callable[[], set[str] | None] = lambda: None) -> 
     asked: list[set[str] | None] = []
     once = threading.Lock()  # cells are read by several threads
 
-    def alive(state: dict) -> bool | None:
-        job = (state.get("scheduler") or {}).get("SLURM_JOB_ID")
+    def alive(state: StageState) -> bool | None:
+        job = _scheduler(state).get("SLURM_JOB_ID")
         if job:
             with once:
                 if not asked:
                     asked.append(slurm_jobs())
             if asked[0] is not None:
                 return str(job) in asked[0]
-        if state.get("host") == here and isinstance(state.get("pid"), int):
-            ticks = process_start_ticks(state["pid"])
-            return ticks is not None and ticks == state.get("pid_start_ticks")
+        if state.host == here and isinstance(state.pid, int):
+            ticks = process_start_ticks(state.pid)
+            return ticks is not None and ticks == state.pid_start_ticks
         return None
 
     return alive
 
 
-def _where(state: dict) -> str:
-    job = state.get("scheduler") or {}
+def _or(value: Any, absent: str = "?") -> Any:
+    """A record's value, or what a reader shows for one that is not there."""
+    return absent if value is None else value
+
+
+def _scheduler(state: StageState) -> Mapping[str, Any]:
+    return state.scheduler if isinstance(state.scheduler, Mapping) else {}
+
+
+def _where(state: StageState) -> str:
+    job = _scheduler(state)
     jid = job.get("SLURM_JOB_ID") or job.get("condor_ClusterId")
-    return f"on {state.get('host', '?')} (pid {state.get('pid', '?')}{f', job {jid}' if jid else ''})"
+    return f"on {_or(state.host)} (pid {_or(state.pid)}{f', job {jid}' if jid else ''})"
 
 
-def _running(state: dict | None, alive: Liveness) -> tuple[bool, str] | None:
+def _running(state: StageState | None, alive: Liveness) -> tuple[bool, str] | None:
     """For a `running` state record: (still alive?, how it reads); None for other states."""
-    if not state or state.get("state") != "running":
+    if state is None or state.state != "running":
         return None
     live = alive(state)
-    since = f"since {state.get('started_at', '?')} {_where(state)}"
+    since = f"since {_or(state.started_at)} {_where(state)}"
+    stage = _or(state.stage, "stage")
     if live is False:
-        return False, f"{state.get('stage', 'stage')} died without a record {since}: node failure, kill or walltime"
-    return True, f"{state.get('stage', 'stage')} running {since}" + ("" if live else " (not verifiable from here)")
+        return False, f"{stage} died without a record {since}: node failure, kill or walltime"
+    return True, f"{stage} running {since}" + ("" if live else " (not verifiable from here)")
 
 
-def _interrupted(state: dict) -> str:
+def _interrupted(state: StageState) -> str:
     return (
-        f"{state.get('stage', 'stage')} interrupted (signal {state.get('signal', '?')}) at "
-        f"{state.get('ended_at', '?')} {_where(state)}; a rerun redoes it"
+        f"{_or(state.stage, 'stage')} interrupted (signal {_or(state.signal)}) at "
+        f"{_or(state.ended_at)} {_where(state)}; a rerun redoes it"
     )
 
 
@@ -205,13 +243,13 @@ def records_disagree(rec: CellRecords) -> str | None:
     ev = rec.evaluate
     if ev is None:
         return f"{METRICS} without {EVALUATE}"
-    if ev.get("status") != "scored":
-        return f"{METRICS}, but {EVALUATE} says {str(ev.get('status'))[:40]}"
-    if ev.get("metrics_sha256") != rec.metrics_sha256:
+    if ev.status != "scored":
+        return f"{METRICS}, but {EVALUATE} says {str(ev.status)[:40]}"
+    if ev.metrics_sha256 != rec.metrics_sha256:
         return f"{METRICS} is not the file the evaluate stage wrote (sha256 differs)"
     acc = (rec.metrics or {}).get("accuracy")
-    if ev.get("accuracy") != acc:
-        return f"{METRICS} says accuracy {acc}, {EVALUATE} {str(ev.get('accuracy'))[:40]}"
+    if ev.accuracy != acc:
+        return f"{METRICS} says accuracy {acc}, {EVALUATE} {str(ev.accuracy)[:40]}"
     return None
 
 
@@ -241,49 +279,52 @@ def _unsolved(rec: CellRecords, alive: Liveness) -> tuple[str, str]:
     solving = _running(rec.solve_state, alive)
     if solving and solving[0]:
         return "running", solving[1]
-    if (rec.preflight or {}).get("status") == "failed":
-        return "infra_failed", f"CUDA preflight failed, agent not started: {rec.preflight.get('reason', '?')}"
+    if rec.preflight is not None and rec.preflight.status == "failed":
+        return "infra_failed", f"CUDA preflight failed, agent not started: {_or(rec.preflight.reason)}"
     if solving:
         return "infra_failed", solving[1]
-    if (rec.solve_state or {}).get("state") == "failed":
-        return "infra_failed", f"solve failed in the harness: {rec.solve_state.get('reason', '?')}"
-    if (rec.solve_state or {}).get("state") == "interrupted":
-        return "infra_failed", _interrupted(rec.solve_state)
+    state = rec.solve_state
+    if state is not None and state.state == "failed":
+        return "infra_failed", f"solve failed in the harness: {_or(state.reason)}"
+    if state is not None and state.state == "interrupted":
+        return "infra_failed", _interrupted(state)
     return "pending", "not solved yet"
 
 
-def _cap_hit(solve: dict) -> str | None:
+def _cap_hit(solve: SolveRecord) -> str | None:
     """'the agent hit its memory cap (...)' as solve.json's limits say (from the cell's
     cgroup events), None when no cap was hit or the record predates caps."""
-    limits = solve.get("limits")
-    hit = limits.get("hit") if isinstance(limits, dict) else None
+    limits = solve.limits
+    hit = limits.get("hit") if isinstance(limits, Mapping) else None
     return hit[:200] if isinstance(hit, str) and hit else None
 
 
 def _solved(rec: CellRecords, evaluating: tuple[bool, str] | None) -> tuple[str, str]:
     """A solved cell without a score: what its model and its scoring say."""
-    agent = f"agent {rec.solve.get('description', '?')}"
-    cap = _cap_hit(rec.solve)
+    solve = rec.solve
+    agent = f"agent {_or(solve.description)}"
+    cap = _cap_hit(solve)
     if cap:  # the cap it hit is the first thing an agent that failed is told
         agent = f"{agent}; {cap}"
-    if rec.solve.get("agent_problem"):
-        return "agent_failed", f"{agent}; {str(rec.solve['agent_problem'])[:300]}"
-    if not rec.solve.get("final_model_files"):
+    if solve.agent_problem:
+        return "agent_failed", f"{agent}; {str(solve.agent_problem)[:300]}"
+    if not solve.final_model_files:
         return "agent_failed", f"{agent}; no final model"
-    ev = rec.evaluate or {}
-    if ev.get("status") == "no_model":
-        return "agent_failed", f"{agent}; {ev.get('reason', 'no final model')}"
-    if ev.get("status") == "failed":
+    ev = rec.evaluate or EvaluateRecord()
+    if ev.status == "no_model":
+        return "agent_failed", f"{agent}; {_or(ev.reason, 'no final model')}"
+    if ev.status == "failed":
         fault = _model_fault(rec)
         if fault:
             return "agent_failed", f"{agent}; the model cannot be scored: {fault}"
-        return "infra_failed", f"scorer: {ev.get('reason', '?')}"
+        return "infra_failed", f"scorer: {_or(ev.reason)}"
     if evaluating:  # a running record whose process is gone
         return "infra_failed", evaluating[1]
-    if (rec.evaluate_state or {}).get("state") == "interrupted":
-        return "infra_failed", _interrupted(rec.evaluate_state)
-    if (rec.evaluate_state or {}).get("state") == "failed":
-        return "infra_failed", f"evaluate failed in the harness: {rec.evaluate_state.get('reason', '?')}"
+    state = rec.evaluate_state
+    if state is not None and state.state == "interrupted":
+        return "infra_failed", _interrupted(state)
+    if state is not None and state.state == "failed":
+        return "infra_failed", f"evaluate failed in the harness: {_or(state.reason)}"
     return "pending", f"solved ({agent}); not scored yet"
 
 
@@ -300,7 +341,7 @@ def cell_outcome(
             rec = CellRecords(
                 metrics=metrics,
                 metrics_sha256=digest,
-                evaluate=read_json_dict(os.path.join(cell_dir, EVALUATE)),
+                evaluate=EvaluateRecord.read(os.path.join(cell_dir, EVALUATE)),
                 solve_listed=os.path.exists(os.path.join(cell_dir, SOLVE)),
             )
             if records_disagree(rec) is None:

@@ -11,8 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from ptb_harness.core.cell_files import USAGE
-from ptb_harness.core.records import read_json_dict
+from ptb_harness.core.cell_files import USAGE, UsageRecord
 from ptb_harness.core.text import markdown_table
 
 #: usage.json's quantities, as cells.csv columns
@@ -21,10 +20,10 @@ TOKEN_USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "cost_u
 
 def cell_token_usage(cell_dir: Path | None) -> dict[str, Any]:
     """usage.json's quantities of a cell (all None when cell_dir is None: no usage.json)."""
-    data = (read_json_dict(Path(cell_dir) / USAGE) if cell_dir is not None else None) or {}
+    record = (UsageRecord.read(Path(cell_dir) / USAGE) if cell_dir is not None else None) or UsageRecord()
     out: dict[str, Any] = {}
     for key in TOKEN_USAGE_COLUMNS:
-        v = data.get(key)
+        v = getattr(record, key)
         out[key] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
     return out
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.cells import Cell
-from ptb_harness.core.cell_files import EVALUATE, EVALUATE_LOGS, PROVENANCE
+from ptb_harness.core.cell_files import EVALUATE, EVALUATE_LOGS, PROVENANCE, EvaluateAttempt, SolveRecord
 from ptb_harness.core.cell_files import attempt_log as attempt_log_name
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import (
@@ -32,7 +32,6 @@ from ptb_harness.core.records import (
     atomic_write_bytes,
     atomic_write_json,
     check_metrics,
-    read_json_dict,
     read_record_bytes,
 )
 from ptb_harness.gpu.monitor import GpuMonitor
@@ -93,20 +92,20 @@ class Ladder:
         invalid = report.model_invalid if metrics is None else None
         if metrics is None:
             why = f"{MODEL_INVALID_MARK} {invalid}" if invalid is not None else report.grader_failed or why
-        entry = {
-            "attempt": k,
-            "max_tokens": cap,
-            "evaluate_py_sha256": job.evaluate_sha256,
-            "scorer": report.scorer_info,
-            "model_invalid": invalid is not None,
-            "process": describe(result),
-            "exit_code": result.exit_code,
-            "duration_s": round(result.duration_s, 3),
-            "log": str(attempt_log.relative_to(self.cell_dir)),
-            "ok": metrics is not None,
-            "problem": why or None,
-        }
-        return entry, data, metrics
+        entry = EvaluateAttempt(
+            attempt=k,
+            max_tokens=cap,
+            evaluate_py_sha256=job.evaluate_sha256,
+            scorer=report.scorer_info,
+            model_invalid=invalid is not None,
+            process=describe(result),
+            exit_code=result.exit_code,
+            duration_s=round(result.duration_s, 3),
+            log=str(attempt_log.relative_to(self.cell_dir)),
+            ok=metrics is not None,
+            problem=why or None,
+        )
+        return entry.to_dict(), data, metrics
 
 
 def run_evaluate(
@@ -191,20 +190,21 @@ def _record_failure(record: dict, steps: int, record_path: Path) -> None:
     atomic_write_json(record_path, record)
 
 
-def _solved(solve_json: Path, record: dict[str, Any], record_path: Path) -> dict[str, Any]:
+def _solved(solve_json: Path, record: dict[str, Any], record_path: Path) -> SolveRecord:
     """The solve record, when it names a final model to score; else the stage ends here."""
-    solve = read_json_dict(solve_json)
+    solve = SolveRecord.read(solve_json)
     if solve is None:
         raise HarnessError(f"{solve_json}: missing or not valid JSON; rerun the solve")
-    if not solve.get("final_model_files"):
-        why = solve.get("agent_problem") or "left no final model"
-        record.update(status="no_model", reason=f"agent {solve.get('description', '?')} and {why}")
+    if not solve.final_model_files:
+        why = solve.agent_problem or "left no final model"
+        described = solve.description if solve.description is not None else "?"
+        record.update(status="no_model", reason=f"agent {described} and {why}")
         atomic_write_json(record_path, record)
         raise HarnessError(f"nothing to score: {record['reason']}")
     return solve
 
 
-def _write_provenance(campaign: Campaign, cell: Cell, solve: dict, job: ScorerJob, cell_dir: Path) -> None:
+def _write_provenance(campaign: Campaign, cell: Cell, solve: SolveRecord, job: ScorerJob, cell_dir: Path) -> None:
     """provenance.json. A record, never a reason to fail the stage. The scorer's package
     versions are asked inside its own sandbox, not in the background beside the
     attempts: the attempts' clean-up stops every child process of the stage."""

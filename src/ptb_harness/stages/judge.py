@@ -24,7 +24,7 @@ from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.scoring import base_config_json, model_config_json, read_model_config
 from ptb_harness.campaign.tasks import TaskSpec
-from ptb_harness.core.cell_files import AGENT_FILES, AGENT_FILES_RECORD
+from ptb_harness.core.cell_files import AGENT_FILES, AGENT_FILES_RECORD, AgentFilesRecord
 from ptb_harness.core.records import atomic_write_json, read_json_dict
 from ptb_harness.judging.checks import contamination, hosted_api_mentions, model_identity
 from ptb_harness.judging.prompt import SYSTEM_PROMPT, build_prompt
@@ -97,18 +97,19 @@ def _json_records(text: str) -> list:
     return data if isinstance(data, list) else [data]
 
 
-def _agent_files(cell_dir: Path) -> tuple[list[tuple[str, str]], dict]:
-    record = read_json_dict(cell_dir / AGENT_FILES_RECORD)
+def _agent_files(cell_dir: Path) -> tuple[list[tuple[str, str]], str | None]:
+    """(path, text) of each file the solve kept, and why none were kept (None: they were)."""
+    record = AgentFilesRecord.read(cell_dir / AGENT_FILES_RECORD)
     if record is None:
-        return [], {"missing": f"{AGENT_FILES_RECORD} not found: the agent's files were not kept"}
+        return [], f"{AGENT_FILES_RECORD} not found: the agent's files were not kept"
     files = []
-    for entry in record.get("saved") or []:
+    for entry in record.saved or []:
         p = cell_dir / AGENT_FILES / str(entry.get("path", ""))
         try:
             files.append((str(entry["path"]), p.read_text(encoding="utf-8", errors="replace")))
         except (OSError, KeyError) as e:
             raise JudgeInputError(f"agent file {p}: cannot read ({e})") from None
-    return files, record
+    return files, None
 
 
 @dataclass
@@ -172,10 +173,10 @@ def _gather(task: TaskSpec, transcript: Path, cell_dir: Path, found: _Findings) 
     found.inputs["info_json"] = task.info_sha256
     text = transcript.read_text(encoding="utf-8", errors="replace")
     found.inputs["transcript"] = _sha256(transcript.read_bytes())
-    files, files_record = _agent_files(cell_dir)
+    files, missing = _agent_files(cell_dir)
     found.inputs[AGENT_FILES] = {name: _sha256(t.encode()) for name, t in files}
-    if "missing" in files_record:
-        found.inputs["agent_files_missing"] = files_record["missing"]
+    if missing:
+        found.inputs["agent_files_missing"] = missing
     return _Evidence(text, files)
 
 

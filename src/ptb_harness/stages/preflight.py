@@ -7,9 +7,8 @@ from __future__ import annotations
 import logging
 import socket
 
-from ptb_harness.core.cell_files import PREFLIGHT
+from ptb_harness.core.cell_files import PREFLIGHT, Preflight
 from ptb_harness.core.errors import HarnessError
-from ptb_harness.core.records import atomic_write_json
 from ptb_harness.stages.solve_run import HfView, SolveRun
 
 log = logging.getLogger("ptb_harness.stages.solve")
@@ -60,10 +59,8 @@ def run_preflight(run: SolveRun, hf_view: HfView) -> None:
     A failure is the infrastructure's: the job fails (nothing of the cell is lost, the
     agent never started) so a rerun or a scheduler retry tries again."""
     ok, reason = _preflight_verdict(run, hf_view)
-    atomic_write_json(
-        run.cell_dir / PREFLIGHT,
-        {"status": "ok" if ok else "failed", "reason": reason, "gpus": run.gpus, "host": socket.gethostname()},
-    )
+    verdict = Preflight(status="ok" if ok else "failed", reason=reason, gpus=run.gpus, host=socket.gethostname())
+    verdict.write(run.cell_dir / PREFLIGHT)
     if not ok:
         raise HarnessError(f"CUDA preflight failed, agent not started: {reason}")
     log.info("CUDA preflight: %s", reason)

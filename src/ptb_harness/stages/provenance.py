@@ -19,6 +19,7 @@ from typing import Any
 
 from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.cells import Cell
+from ptb_harness.core.cell_files import SolveRecord
 from ptb_harness.core.records import atomic_write_json, read_json_dict
 from ptb_harness.runtime.snapshot import provenance as harness_provenance
 
@@ -104,7 +105,7 @@ def cell_provenance(
     campaign: Campaign,
     cell: Cell,
     *,
-    solve: dict | None,
+    solve: SolveRecord | None,
     gpus: Sequence[Any],
     nvml: Any | None,
     scorer_packages: dict,
@@ -135,10 +136,10 @@ def cell_provenance(
             "scorer_image": image_digest(site.runtime.scorer_image, cache) if apptainer else None,
         },
         "solve": {
-            "host": (solve or {}).get("host"),
-            "gpus": (solve or {}).get("gpus"),
-            "scheduler": (solve or {}).get("scheduler"),
-            "harness": (solve or {}).get("harness"),
+            "host": solve.host if solve else None,
+            "gpus": solve.gpus if solve else None,
+            "scheduler": solve.scheduler if solve else None,
+            "harness": solve.harness if solve else None,
         },
         "evaluate": {
             "host": socket.gethostname(),
