@@ -140,10 +140,10 @@ class SolveSettings:
     #: as configured (relative to the working directory), or None for the built-in one
     prompt_template: str | None
     #: each cell's LLM budget (an entry's llm_budget replaces the keys it names)
-    llm_budget: Limits = Limits()
+    llm_budget: Limits
     #: USD per million tokens by model, before the genai-prices table
-    llm_prices: Mapping[str, ModelPrice] = dataclasses.field(default_factory=dict)
-    llm_log_max_body_kb: int = 64
+    llm_prices: Mapping[str, ModelPrice]
+    llm_log_max_body_kb: int
 
     def record(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
