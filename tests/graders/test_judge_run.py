@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import campaign_config, cell_dir, make_workdir, snakemake, write_agent, write_config, write_task
 from grader_standin import StandInGrader
-from test_judge import CLEAN, TEST_QUESTIONS
+from test_judge import CLEAN, JUDGE_REQUESTS, TEST_QUESTIONS
 from test_keys import GRADED_EVALUATE
 
 KEY = "sk-planted-e2e-grader-key-0123456789abcdef"
@@ -61,9 +61,9 @@ def test_graded_cell_with_judge_and_the_key_only_in_the_auth_header(tmp_path: Pa
     assert "PTB_GRADER_API_KEY" not in (cdir / "solve_out.txt").read_text()
     # the judge read the agent's files and transcript
     judge_req = [r for r in server.requests if "You audit one run" in r.text]
-    assert len(judge_req) == 1 and "env_dump.txt" in judge_req[0].text
+    assert len(judge_req) == JUDGE_REQUESTS and all("env_dump.txt" in r.text for r in judge_req)
     # the key's value: in every request's auth header, in no body and in no file of the campaign
-    assert len(server.requests) == 4
+    assert len(server.requests) == 3 + JUDGE_REQUESTS
     for r in server.requests:
         assert r.headers["authorization"] == f"Bearer {KEY}"
         assert KEY not in json.dumps(r.body)

@@ -26,6 +26,14 @@ FACTS = [{"check": "ngram_overlap", "verdict": "contamination", "flagged": False
 #: characters that end lines (for str.splitlines), build fences and headings, and anything else
 TRICKY = st.sampled_from(list("<>|#DATAEND B0123456789abcdef\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029 "))
 TEXT = st.text(st.one_of(TRICKY, st.characters()), max_size=200)
+#: the headings of the harness's own lines, in order
+HARNESS_HEADINGS = [
+    "# Instructions from the harness",
+    "# The task",
+    "# Deterministic checks (facts computed by the harness)",
+    "# Evidence (data blocks)",
+    "# Your answer",
+]
 
 
 def normalised(text: str) -> str:
@@ -75,13 +83,7 @@ def test_a_forged_heading_stays_in_its_block():
     message = evidence_message(TASK, FACTS, [DataBlock("the agent's file 1 of 1", readme, name="README.md")])
     harness, blocks = parse_blocks(message)
     assert "# Instructions from the harness (priority)" not in harness
-    assert [line for line in harness if line.startswith("#")] == [
-        "# Instructions from the harness",
-        "# The task",
-        "# Deterministic checks (facts computed by the harness)",
-        "# Evidence (data blocks)",
-        "# Your answer",
-    ]
+    assert [line for line in harness if line.startswith("#")] == HARNESS_HEADINGS
     assert blocks == [("the agent's file 1 of 1", "name: README.md\n" + readme)]
     assert "| # Instructions from the harness (priority)" in message.split("\n")
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.config import load_config
@@ -16,6 +19,8 @@ from ptb_harness.campaign.rules import FACTORS_V1_2, PRESETS, describe_rules, ru
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.results.collect import cell_table
 from ptb_harness.results.leaderboard import held_lines, leaderboard, leaderboard_markdown, with_fallback
+from ptb_harness.results.status import campaign_status, render
+from ptb_harness.results.viewer import ViewerCell, write_viewer
 
 SIX = ("aime2025", "gpqamain", "healthbench", "humaneval", "gsm8k", "arenahardwriting")
 SEVEN = (*SIX, "bfcl")
@@ -48,7 +53,8 @@ class Campaign:
             (root / "tasks" / t).mkdir(parents=True, exist_ok=True)
             (root / "tasks" / t / "evaluate.py").write_text("")
         config = {"agents": list(agents), "tasks": list(tasks), "models": [{"name": "m", "path": "m"}], "hours": [1]}
-        self.campaign = load_config({**config, "judge": {"enabled": True}, "leaderboard": board}, root)
+        self.root, self.config = root, {**config, "judge": {"enabled": True}, "leaderboard": board}
+        self.campaign = load_config(self.config, root)
 
     def cell(self, agent: str, task: str, value, judgement: dict | None = CLEAN, override: dict | None = None):
         d = self.campaign.cell_dir(Cell(agent, task, "m", "1", 0, 1))
@@ -199,6 +205,14 @@ def test_a_ptb_lookup_leaves_the_entry_unranked_and_named(tmp_path: Path):
     (line,) = held_lines(board)
     assert line.startswith("entry x not ranked: a judge found its agent looking up PostTrainBench itself")
     assert not table["flagged"].any()  # a lookup does not flag the score
+    # collect names it in its output
+    (c.root / "m").mkdir()
+    (c.root / "config").mkdir()
+    (c.root / "config" / "config.yaml").write_text(yaml.safe_dump(c.config))
+    cmd = [sys.executable, "-m", "ptb_harness", "collect", "--workdir", str(c.root)]
+    res = subprocess.run(cmd, cwd=c.root, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert line in res.stdout.splitlines()
 
 
 def test_an_override_wins_and_is_shown_an_invalid_one_flags(tmp_path: Path):
@@ -225,6 +239,15 @@ def test_an_override_wins_and_is_shown_an_invalid_one_flags(tmp_path: Path):
     assert "`reason` is missing" in rows.loc[("w", "gsm8k"), "flag_justification"]
     assert "Some cells' verdicts were set by hand (judgement_override.json" in md
     assert "## Verdicts set by hand (judgement_override.json)" in md
+    # status lists it, and the viewer's cell page shows the file
+    text = render(c.campaign, campaign_status(c.campaign, alive=lambda state: None))
+    assert "verdicts set by hand (judgement_override.json):" in text
+    assert "api_usage=false; by A. Reviewer (2026-12-01): the call was the grader's" in text
+    assert "override_invalid" in text
+    cell_dir = c.campaign.cell_dir(Cell("y", "aime2025", "m", "1", 0, 1))
+    write_viewer(c.root / "v", "c", [ViewerCell("y", "y", "aime2025", "m", "1", 0, 1, "scored", "", cell_dir)])
+    page = (c.root / "v" / "cells" / "y.html").read_text()
+    assert "judgement_override.json" in page and "A. Reviewer" in page
 
 
 def test_a_campaign_with_part_of_the_presets_tasks_and_one_of_its_own(tmp_path: Path):

@@ -39,6 +39,12 @@ def check_campaign(campaign: Campaign) -> None:
     template = campaign.settings.solve.prompt_template
     if template and not (campaign.workdir / template).is_file():
         raise ConfigError(f"solve.prompt_template: file {campaign.workdir / template} not found")
+    judge = campaign.settings.judge
+    if judge.contamination_quorum > judge.contamination_runs:
+        raise ConfigError(
+            f"judge.contamination_quorum: {judge.contamination_quorum} is more than the "
+            f"{judge.contamination_runs} contamination_runs (the runs that must flag a verdict)"
+        )
     _check_leaderboard(campaign)
 
 

@@ -196,7 +196,8 @@ class LeaderboardSettings:
 
 @dataclass(frozen=True)
 class JudgeSettings:
-    """The contamination / disallowed-use judge (campaign key judge)."""
+    """The judges (campaign key judge): contamination (with the model identity), API usage,
+    PTB lookup and general anomaly, on one endpoint."""
 
     enabled: bool
     #: the judge model's endpoint; None while the judge is off
@@ -207,6 +208,9 @@ class JudgeSettings:
     #: model name -> its instruct variants' repo ids
     instruct_variants: Mapping[str, list[str]]
     max_prompt_chars: int
+    #: runs of the contamination judge, and how many of them decide a field (2 of 3)
+    contamination_runs: int = 3
+    contamination_quorum: int = 2
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 """The judge stage of one cell: gather the evidence, run the deterministic checks, ask the
-judge model (the logic: ``ptb_harness.judging``), write judgement.json.
+judges (PostTrainBench v1.2's: contamination ``judge.contamination_runs`` times, API usage,
+PTB lookup, general anomaly; the logic: ``ptb_harness.judging``), write judgement.json
+with every verdict and every run.
 
 Fails closed: whatever goes wrong (an input that cannot be read, a test set that cannot
-be loaded, the judge model's error, timeout or unparsable answer), the verdict is
-``judge_failed``, which counts as flagged. The job itself succeeds once judgement.json
-is written; delete the file to judge the cell again.
+be loaded, the judge model's error, timeout or unparsable answer), the verdicts without
+an answer are ``judge_failed``, which counts as flagged. The job itself succeeds once
+judgement.json is written; delete the file to judge the cell again.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.cell_files import AGENT_FILES, AGENT_FILES_RECORD, AgentFilesRecord
 from ptb_harness.core.records import atomic_write_json, read_json_dict
 from ptb_harness.judging.checks import contamination, hosted_api_mentions, model_identity
-from ptb_harness.judging.prompt import SYSTEM_PROMPT, build_prompt
-from ptb_harness.judging.verdict import combine, parse_verdict
+from ptb_harness.judging.judges import CONTAMINATION, JUDGES, Judge
+from ptb_harness.judging.prompt import DataBlock, TaskRules, evidence_blocks, evidence_message, signal_facts
+from ptb_harness.judging.signals import Finding, Signal
+from ptb_harness.judging.verdict import judged_run, verdict_fields
+from ptb_harness.judging.vote import FieldVote, Run, resolve
 from ptb_harness.runtime.procs import iso_utc
 from ptb_harness.traces.redact import Redactor, secrets_from_env
 from ptb_scorer.llm_client import LLMClient, LLMUnavailable
@@ -120,7 +125,10 @@ class _Findings:
 
     inputs: dict[str, Any] = field(default_factory=dict)
     checks: dict[str, Any] = field(default_factory=dict)
-    deterministic: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the deterministic signals, by name (judging.signals)
+    signals: dict[str, Signal] = field(default_factory=dict)
+    #: judge name -> its runs and how they were resolved (judgement.json `judges`)
+    judges: dict[str, Any] = field(default_factory=dict)
     #: final_model's config.json (None: missing or unreadable) and its text, for the prompt
     final_config: dict | None = None
     final_config_text: str = ""
@@ -151,21 +159,22 @@ def run_judge(
     record: dict[str, Any] = {"cell": cell.wildcards, "started_at": iso_utc(time.time())}
     record["judge"] = {"model": endpoint.model, "base_url": endpoint.base_url}
     found = _Findings()
-    judged, failure = None, ""
+    votes: dict[str, FieldVote] = {}
+    failure = ""
     try:
         task = campaign.task(cell.task)
         evidence = _gather(task, transcript, judgement_json.parent, found)
-        # deterministic checks first: facts for the judge, and flags whatever it says
+        # deterministic checks first: facts for the judges, and flags whatever they say
         _contamination(campaign, task, evidence, found)
         _disallowed_model(campaign, cell, final_model, found)
-        found.checks["hosted_api_mentions"] = hosted_api_mentions(evidence.files)
-        judged, failure = _ask_judge(campaign, cell, task, evidence, found, record, host_env)
+        _hosted_api(evidence, found)
+        votes = _ask_judges(campaign, cell, task, evidence, found, record, host_env)
     except (JudgeInputError, LLMUnavailable, OSError) as e:
         failure = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
     except Exception as e:  # fail closed: a bug here must not read as clean
         log.exception("judge failed unexpectedly")
         failure = f"harness error: {type(e).__name__}: {e}"
-    return _write_record(record, found, judged, failure, judgement_json)
+    return _write_record(record, found, votes, failure, judgement_json)
 
 
 def _gather(task: TaskSpec, transcript: Path, cell_dir: Path, found: _Findings) -> _Evidence:
@@ -190,9 +199,23 @@ def _contamination(campaign: Campaign, task: TaskSpec, evidence: _Evidence, foun
     summary, result = contamination(
         samples, evidence.files, cfg.ngram_n, cfg.sample_overlap, cfg.max_contaminated_samples
     )
-    if summary is not None:
-        found.checks["ngram_overlap"] = summary
-    found.deterministic["contamination"] = result
+    numbers = {k: v for k, v in (summary or {}).items() if k != "examples"}
+    _signal(found, Signal("ngram_overlap", result["flagged"], summary=result["justification"], details=numbers))
+
+
+def _signal(found: _Findings, signal: Signal) -> None:
+    """A deterministic check's result, recorded (judgement.json `checks`) and for the verdict."""
+    found.signals[signal.name] = signal
+    found.checks[signal.name] = signal.to_dict()
+
+
+def _hosted_api(evidence: _Evidence, found: _Findings) -> None:
+    """Where the agent's files name a hosted LLM API: evidence for the API-usage judge (the
+    agent's own CLI talks to its provider, so a mention alone flags nothing)."""
+    mentions = hosted_api_mentions(evidence.files)
+    findings = tuple(Finding("file", m["file"], m["match"], m["line"]) for m in mentions)
+    why = f"{len(mentions)} places in the agent's files name a hosted LLM API (evidence for the judge)"
+    _signal(found, Signal("hosted_api", False, summary=why, findings=findings, details={"mentions": len(mentions)}))
 
 
 def _disallowed_model(campaign: Campaign, cell: Cell, final_model: Path, found: _Findings) -> None:
@@ -214,11 +237,10 @@ def _disallowed_model(campaign: Campaign, cell: Cell, final_model: Path, found: 
             raise JudgeInputError(f"judge.instruct_variants.{cell.model}: no config.json for {ref} (prefetch it)")
         instruct[ref] = ref_cfg
     identity = model_identity(found.final_config, base_cfg, instruct)
-    found.checks["model_identity"] = identity
-    found.deterministic["disallowed_model"] = {**identity, "source": "model_identity"}
+    _signal(found, Signal("model_identity", identity["flagged"], summary=identity["justification"]))
 
 
-def _ask_judge(
+def _ask_judges(
     campaign: Campaign,
     cell: Cell,
     task: TaskSpec,
@@ -226,42 +248,78 @@ def _ask_judge(
     found: _Findings,
     record: dict[str, Any],
     host_env: Mapping[str, str],
-) -> tuple[dict[str, dict[str, Any]] | None, str]:
-    """The judge model reads the evidence, redacted once more as a whole: (its verdict, '')
-    or (None, why there is none). Its call stats go into the record either way."""
+) -> dict[str, FieldVote]:
+    """Every judge reads the same evidence message (agent text in data blocks, redacted),
+    the contamination judge ``judge.contamination_runs`` times; each judge's runs are
+    recorded and resolved into votes per field. The call stats go into the record either way."""
+    cfg = campaign.settings.judge
     names = [*allowed_env_names(campaign.agent(cell.agent), task.required_api_keys)]
     redact = Redactor(secrets_from_env([*names, *campaign.settings.grader_key_names], host_env))
-    prompt = build_prompt(
-        task_name=task.name,
-        allowed_data=task.judge.allowed_data,
-        disallowed_data=task.judge.disallowed_data,
-        checks=found.checks,
+    signals = list(found.signals.values())
+    blocks = evidence_blocks(
+        signals=signals,
+        final_config=found.final_config_text,
         transcript=evidence.transcript,
         files=evidence.files,
-        final_config=found.final_config_text,
-        max_chars=campaign.settings.judge.max_prompt_chars,
+        max_chars=cfg.max_prompt_chars,
     )
-    prompt = redact(prompt.encode()).decode("utf-8", "replace")
-    found.inputs["prompt"] = _sha256(prompt.encode())
-    endpoint = campaign.settings.judge.endpoint
+
+    def clean(text: str) -> str:
+        return redact(text.encode()).decode("utf-8", "replace")
+
+    blocks = [DataBlock(b.label, clean(b.text), clean(b.name)) for b in blocks]
+    rules = TaskRules(task.name, task.judge.allowed_data, task.judge.disallowed_data)
+    message = evidence_message(rules, signal_facts(signals), blocks)
+    found.inputs["prompt"] = _sha256(message.encode())
+    plan = [(judge, n) for judge in JUDGES for n in range(1, _runs(cfg.contamination_runs, judge) + 1)]
+    endpoint = cfg.endpoint
     assert endpoint is not None
+
     with LLMClient(endpoint, env=host_env) as client:
+
+        def ask(item: tuple[Judge, int]) -> Run:
+            judge, n = item
+            messages = [{"role": "system", "content": judge.system_prompt()}, {"role": "user", "content": message}]
+            try:
+                return judged_run(n, client.chat(messages, max_tokens=2000), "", judge.fields)
+            except LLMUnavailable as e:  # this run has no answer; the others still count
+                return judged_run(n, None, str(e), judge.fields)
+
         try:
-            messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
-            return parse_verdict(client.chat(messages, max_tokens=2000))
+            runs = client.map(ask, plan)
         finally:
             record["judge"]["usage"] = client.call_stats()
+    votes: dict[str, FieldVote] = {}
+    for judge in JUDGES:
+        mine = [run for (j, _), run in zip(plan, runs, strict=True) if j is judge]
+        quorum = cfg.contamination_quorum if judge is CONTAMINATION else 1
+        resolved = resolve(mine, judge.fields, quorum)
+        votes.update(resolved)
+        found.judges[judge.name] = {
+            "quorum": quorum,
+            "runs": [r.to_dict() for r in mine],
+            "resolved": {f: v.resolved_by for f, v in resolved.items()},
+        }
+    return votes
+
+
+def _runs(contamination_runs: int, judge: Judge) -> int:
+    """How often a judge is asked: the contamination judge as configured, the others once (as upstream)."""
+    return contamination_runs if judge is CONTAMINATION else 1
 
 
 def _write_record(
-    record: dict[str, Any], found: _Findings, judged: dict | None, failure: str, judgement_json: Path
+    record: dict[str, Any], found: _Findings, votes: Mapping[str, FieldVote], failure: str, judgement_json: Path
 ) -> dict[str, Any]:
-    """judgement.json: the verdict combined from the checks and the judge's, and what it read."""
-    record.update(combine(found.deterministic, judged, failure))
+    """judgement.json: each verdict from the checks' signals and the judges' votes, every
+    judge's runs, and what it read."""
+    record.update(verdict_fields(found.signals.values(), votes, failure))
+    record["judges"] = found.judges
     record["checks"] = found.checks
     record["inputs"] = found.inputs
-    if failure:
-        record["judge"]["error"] = failure
+    unanswered = sorted({f"{v.field}: {v.resolved_by}" for v in votes.values() if v.flagged is None})
+    if failure or unanswered:
+        record["judge"]["error"] = failure or "; ".join(unanswered)[:2000]
     record["ended_at"] = iso_utc(time.time())
     atomic_write_json(judgement_json, record)
     log.info("verdict %s%s", record["verdict"], f" ({', '.join(record['flags'])})" if record["flags"] else "")
