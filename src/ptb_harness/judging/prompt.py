@@ -144,6 +144,10 @@ class TaskRules:
     name: str
     allowed_data: str | None = None
     disallowed_data: str | None = None
+    #: the agent's harness (its directory) and the model its CLI was given (the campaign's words):
+    #: what the API-usage judge must not count
+    agent: str = ""
+    agent_model: str = ""
 
 
 def evidence_blocks(
@@ -207,6 +211,8 @@ def evidence_message(
         f"Task: {task.name}",
         f"Allowed data: {task.allowed_data if task.allowed_data is not None else 'not stated'}",
         f"Disallowed data: {task.disallowed_data if task.disallowed_data is not None else 'the benchmark test set'}",
+        f"The agent's own CLI: {task.agent or 'not stated'}, its model: {task.agent_model or 'the CLI default'}"
+        " (its calls to that model, through the harness's gateway, are the agent's own work)",
         "",
         "# Deterministic checks (facts computed by the harness)",
         "",

@@ -268,7 +268,8 @@ def _ask_judges(
         return redact(text.encode()).decode("utf-8", "replace")
 
     blocks = [DataBlock(b.label, clean(b.text), clean(b.name)) for b in blocks]
-    rules = TaskRules(task.name, task.judge.allowed_data, task.judge.disallowed_data)
+    entry = campaign.agent_entries[cell.agent]
+    rules = TaskRules(task.name, task.judge.allowed_data, task.judge.disallowed_data, entry.dir, entry.model)
     message = evidence_message(rules, signal_facts(signals), blocks)
     found.inputs["prompt"] = _sha256(message.encode())
     plan = [(judge, n) for judge in JUDGES for n in range(1, _runs(cfg.contamination_runs, judge) + 1)]
