@@ -2,12 +2,14 @@
 process: start, imports of inspect_ai/inspect_evals/transformers, model checks, dataset
 load, model load, generation, scoring, metrics.json) against a bare transformers floor on
 the same model, prompts and token cap (a fresh process: import torch and transformers,
-load the tokenizer and model, render the same chat template, generate greedily).
+load the tokenizer and model, render the same chat template, tokenize without added
+special tokens as the scorer does, generate greedily).
 
     python bench/bench_scorer.py [--model DIR] [--hf-home DIR] [--repeats 3]
                                  [--limit 2] [--max-tokens 16] [--out FILE]
 
-Without --model the demo's tiny model is built; without --hf-home the tests' fixture
+Without --model a tiny Llama 3-shaped model is built (tests/scorer/family_models.py; a
+--model must ship a chat template); without --hf-home the tests' fixture
 data is written (tests/scorer_fixtures.py). Runs are interleaved; medians are reported,
 with the scorer's phases from the times its lines appear. CPU or GPU (whatever torch sees).
 """
@@ -25,7 +27,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
+sys.path[:0] = [str(REPO / "src"), str(REPO / "tests"), str(REPO / "tests" / "scorer")]
 
 FLOOR = r"""
 import json, sys, time
@@ -43,7 +45,7 @@ if tok.pad_token is None:
     tok.pad_token = tok.eos_token
 texts = [tok.apply_chat_template(m, chat_template=spec["template"], tokenize=False, add_generation_prompt=True)
          for m in spec["messages"]]
-enc = tok(texts, return_tensors="pt", padding=True).to(device)
+enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
 with torch.no_grad():
     out = model.generate(**enc, max_new_tokens=spec["max_tokens"], do_sample=False, pad_token_id=tok.pad_token_id)
 answers = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -66,7 +68,9 @@ def floor_spec(model: Path, hf_home: Path, limit: int, max_tokens: int, path: Pa
         ]
         for r in GSM8K_TEST[:limit]
     ]
-    template = (REPO / "templates" / "llama3.jinja").read_text()
+    from ptb_scorer.chat_template import model_templates
+
+    template = model_templates(model)["default"].text  # the base model's own, as the scorer renders
     path.write_text(
         json.dumps({"model": str(model), "messages": messages, "template": template, "max_tokens": max_tokens})
     )
@@ -86,6 +90,8 @@ def run_scorer(model: Path, env: dict, limit: int, max_tokens: int, out: Path) -
         str(max_tokens),
         "--backend",
         "hf",
+        "--chat-template-from",
+        str(model),
     ]
     t0 = time.perf_counter()
     marks: dict[str, float] = {}
@@ -127,9 +133,9 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ptb-bench-scorer-"))
     if args.model is None:
-        from ptb_harness.demo.tiny_model import build_tiny_model
+        from family_models import build_family_model
 
-        args.model = build_tiny_model(work / "tiny")
+        args.model = build_family_model("llama3", work / "tiny")
     if args.hf_home is None:
         from scorer_fixtures import write_fixture_cache
 

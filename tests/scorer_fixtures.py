@@ -77,6 +77,30 @@ BFCL_EXEC_SIMPLE_ANSWERS = [
     {"id": "exec_simple_1", "ground_truth": ["convert_currency(amount=100, from_currency='USD', to_currency='EUR')"]},
 ]
 
+#: the graded tasks' plain-download files (their info.json `file` datasets, under the HF home)
+ARENA_QUESTIONS = [
+    {"uid": "u0", "category": "creative_writing", "subcategory": "poem", "prompt": "Write a haiku about rain."},
+    {"uid": "h1", "category": "hard_prompt", "prompt": "Prove P != NP."},  # not creative writing: left out
+]
+ARENA_BASELINE = [
+    {"uid": "u0", "model": "baseline", "messages": [
+        {"role": "user", "content": "Write a haiku about rain."},
+        {"role": "assistant", "content": {"answer": "Rain taps the window."}}]},
+]
+HEALTH_EXAMPLES = [
+    {"prompt_id": "p0",
+     "prompt": [{"role": "user", "content": "I have had a cough for two days."},
+                {"role": "assistant", "content": "Any fever?"},
+                {"role": "user", "content": "No fever. What should I do?"}],
+     "rubrics": [{"criterion": "Suggests seeing a doctor if it worsens", "points": 6, "tags": ["axis:accuracy"]}],
+     "example_tags": ["theme:global_health"]},
+]
+GRADED_FILES = {
+    "ptb_files/arenahardwriting/question.jsonl": ARENA_QUESTIONS,
+    "ptb_files/arenahardwriting/baseline-gemini-2.0-flash-001.jsonl": ARENA_BASELINE,
+    "ptb_files/healthbench/hard_2025-05-08-21-00-10.jsonl": HEALTH_EXAMPLES,
+}
+
 #: (HF path, config folder, {split: rows}) of each HF dataset
 HF_FIXTURES = {
     "gsm8k": ("openai/gsm8k", "default-data_dir=main", {"train": GSM8K_TRAIN, "test": GSM8K_TEST}),
@@ -140,6 +164,8 @@ def write_fixture_cache(hf_home: Path, tasks: tuple[str, ...] = TASKS) -> Path:
     hf_home = Path(hf_home)
     if "bfcl" in tasks:
         write_bfcl(hf_home / "inspect_evals")
+    for rel, rows in GRADED_FILES.items():  # small plain files: always there
+        _write_jsonl(hf_home / rel, rows)
     write_hf_datasets(hf_home / "datasets", [HF_FIXTURES[t] for t in tasks if t in HF_FIXTURES])
     return hf_home
 

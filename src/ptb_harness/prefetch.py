@@ -1,7 +1,9 @@
 """`ptb-harness prefetch`: fill the site's shared HF cache with what a campaign's scoring
 reads, on a machine with internet (a login node), so jobs can run offline.
 
-Base models given as repo ids are downloaded with huggingface_hub. Each task's data is
+Base models given as repo ids are downloaded with huggingface_hub, and the repos model
+entries take their chat template from (``chat_template_from``) with their template files
+only (tokenizer_config.json, chat_template.jinja, additional_chat_templates/). Each task's data is
 fetched by building the task itself (ptb_scorer.tasks), online, in a child process whose
 HF variables name the site's cache exactly as a sandbox does: the same loading code, the
 same ids, configs and pinned revisions (inspect_evals' own), so the scorer later finds
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ptb_harness.campaign.campaign import Campaign
-from ptb_harness.campaign.scoring import missing_data
+from ptb_harness.campaign.scoring import missing_data, template_repos, templated_tasks
 from ptb_harness.core.errors import HarnessError
 from ptb_scorer.data import CacheLayout
 
@@ -31,6 +33,12 @@ _FETCH_FILES = (
     "for spec in json.loads(sys.argv[1]): print(fetch_file(spec, layout))"
 )
 _DOWNLOAD_MODEL = "import sys; from huggingface_hub import snapshot_download; print(snapshot_download(sys.argv[1]))"
+#: what transformers reads a chat template from (ptb_scorer.chat_template.model_templates)
+TEMPLATE_FILES = ["tokenizer_config.json", "chat_template.jinja", "additional_chat_templates/*.jinja"]
+_DOWNLOAD_TEMPLATE = (
+    "import json, sys; from huggingface_hub import snapshot_download\n"
+    "print(snapshot_download(sys.argv[1], allow_patterns=json.loads(sys.argv[2])))"
+)
 
 
 def cache_env(layout: CacheLayout, base: dict[str, str] | None = None, offline: bool = False) -> dict[str, str]:
@@ -53,12 +61,17 @@ def cache_env(layout: CacheLayout, base: dict[str, str] | None = None, offline: 
 
 
 def prefetch_steps(campaign: Campaign) -> list[tuple[str, list[str]]]:
-    """(what, argv) of each download, in order: models, then every task with data."""
+    """(what, argv) of each download, in order: models, template repos, then every task with data."""
     steps = [
         (f"model {m.repo_id}", [sys.executable, "-c", _DOWNLOAD_MODEL, str(m.repo_id)])
         for m in campaign.models.values()
         if m.repo_id
     ]
+    if templated_tasks(campaign):
+        steps += [
+            (f"chat template {r}", [sys.executable, "-c", _DOWNLOAD_TEMPLATE, r, json.dumps(TEMPLATE_FILES)])
+            for r in template_repos(campaign)
+        ]
     for name in campaign.tasks:
         datasets = campaign.task(name).datasets
         files = [d for d in datasets if d["kind"] == "file"]

@@ -6,7 +6,12 @@ imports ptb_harness. Each task directory carries it (tasks/<t>/ptb_scorer is a l
 this package; copying a task dereferences it), so the agent's copy of a task and the
 harness's scoring copy both run it.
 
-- ``model``: checks a final_model and picks its chat template from config.json.
+- ``model``: checks a final_model (files, architecture family).
+- ``chat_template``: the base model's chat template as transformers reads it, the family
+  table (tool parser, our tool-calling template where a family has none), the bundle the
+  harness hands the scorer.
+- ``render``, ``hf_backend``: prompts rendered as vLLM's server renders them, on the
+  transformers backend too.
 - ``engine``: runs an inspect_ai task on vLLM or transformers and writes metrics.json.
 - ``contained``: runs model-written code in a limited child process (namespaces, rlimits, uid).
 - ``proxied_check``, ``proxy_runtime``: HumanEval's check, the tests in a checker process and

@@ -1,15 +1,18 @@
 """The command line every task's evaluate.py shares (the harness's contract):
 
     python evaluate.py [--model-path DIR] [--json-output-file FILE] [--limit N (-1 = all)]
-                       [--templates-dir DIR] [--max-tokens N | --max-new-tokens N]
-                       [--backend auto|vllm|hf] [--base-architecture ARCH]
+                       [--max-tokens N | --max-new-tokens N] [--backend auto|vllm|hf]
+                       [--base-architecture ARCH] [--chat-template FILE | --chat-template-from DIR]
+                       [--prompt-log FILE]
 
 One ``main`` for every task: a task's info.json gives its defaults (``agent_default_limit``,
 the first ladder stage's ``max_tokens``) and says whether a grader model grades it
 (``uses_grader``: :mod:`ptb_scorer.graded`, whose cap flag is ``--max-new-tokens`` as
-upstream's). Writes FILE (atomically) only for a successful run: accuracy, stderr,
-n_examples, the engine and its version, the template and its sha256, the dataset
-revisions. Prints ``PTB_SCORER_INFO {json}`` before scoring, and on failure exactly one
+upstream's). Prompts are rendered with the chat template the harness wrote beside
+evaluate.py (ptb_chat_template.json: the base model's own; ptb_scorer.chat_template),
+never the final model's. Writes FILE (atomically) only for a successful run: accuracy,
+stderr, n_examples, the engine and its version, the chat template's source, sha256 and
+variables, the dataset revisions. Prints ``PTB_SCORER_INFO {json}`` before scoring, and on failure exactly one
 line of :mod:`ptb_scorer.protocol`, no traceback for known causes.
 """
 
@@ -22,6 +25,7 @@ import traceback
 from pathlib import Path
 
 from ptb_scorer import data
+from ptb_scorer.chat_template import BUNDLE_FILE, TemplateError
 from ptb_scorer.model import ModelInvalid, check_loadable, check_model
 from ptb_scorer.protocol import (
     EXIT_DATA_MISSING,
@@ -31,7 +35,7 @@ from ptb_scorer.protocol import (
     emit_model_invalid,
     emit_scorer_error,
 )
-from ptb_scorer.task_info import TaskInfo, attempt_record
+from ptb_scorer.task_info import TaskInfo, attempt_record, engine_for
 
 
 def parser(
@@ -49,10 +53,21 @@ def parser(
     ap.add_argument("--model-path", default="final_model", help="the model to score (Hugging Face format)")
     ap.add_argument("--json-output-file", default="metrics.json", help="where the metrics go")
     ap.add_argument("--limit", type=int, default=default_limit, help=f"{unit} to score; -1 = all")
-    ap.add_argument("--templates-dir", type=Path, default=here / "templates", help="chat templates (templates/)")
     ap.add_argument(cap_flag, type=int, default=default_max_tokens, help="cap on generated tokens")
     ap.add_argument("--backend", choices=("auto", "vllm", "hf"), default="auto", help="auto: vLLM on a GPU, else hf")
     ap.add_argument("--base-architecture", help="the base model's architecture (the harness passes it)")
+    ap.add_argument(
+        "--chat-template",
+        type=Path,
+        default=here / BUNDLE_FILE,
+        help=f"the chat template the harness chose ({BUNDLE_FILE}: the base model's)",
+    )
+    ap.add_argument(
+        "--chat-template-from",
+        type=Path,
+        help="instead: a model directory whose own chat template to use (e.g. the base model, run by hand)",
+    )
+    ap.add_argument("--prompt-log", type=Path, help="hf backend: write each rendered prompt and its token ids here")
     return ap
 
 
@@ -85,6 +100,8 @@ def main(name: str, argv: list[str] | None = None) -> int:
         return emit_model_invalid(e)
     except data.DataMissing as e:
         return emit_scorer_error(f"dataset missing: {e}", EXIT_DATA_MISSING)
+    except TemplateError as e:
+        return emit_scorer_error(f"chat template: {e}")
     except LLMUnavailable as e:
         return emit_grader_failed(e)
     except Exception as e:
@@ -101,13 +118,12 @@ def _score(name: str, info: TaskInfo, args: argparse.Namespace) -> int:
     from ptb_scorer.tasks import TASKS
 
     task_def = TASKS[name]
-    checked = check_model(Path(args.model_path), args.templates_dir, args.base_architecture)
+    checked = check_model(Path(args.model_path), args.base_architecture)
     check_loadable(checked.path)
     data.require(info.datasets)
-    backend = engine.choose_backend(args.backend)
-    spec = engine.engine_spec(backend, checked, max_tokens=args.max_tokens, tool_calling=task_def.tool_calling)
+    backend, template, spec = engine_for(args, info, checked, args.max_tokens)
     record = {
-        **attempt_record(name, info, args, checked, backend),
+        **attempt_record(name, info, args, checked, backend, template),
         **task_def.record(),
     }
     emit_info(record)

@@ -1,9 +1,12 @@
 """One scoring engine: inspect_ai, on vLLM (GPU) or transformers (`hf`, CPU or GPU).
 
 The backend is vLLM when a GPU is visible and vLLM is installed, transformers otherwise,
-unless ``--backend`` says. Both get the chat template picked by :mod:`ptb_scorer.model`
-(never the one saved with the model) and greedy decoding. A run counts only when the
-log's status is "success": inspect's CLI and API can finish with status "error".
+unless ``--backend`` says. Both render prompts with the chat template the harness chose
+(:mod:`ptb_scorer.chat_template`: the base model's, never the one saved with the final
+model) and its variables, the same way (vLLM renders server-side; the transformers
+backend through :mod:`ptb_scorer.hf_backend`, as vLLM would), BOS once, greedy decoding.
+A run counts only when the log's status is "success": inspect's CLI and API can finish
+with status "error".
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ptb_scorer.chat_template import ChatTemplate
 from ptb_scorer.model import CheckedModel
 
 BACKENDS = ("auto", "vllm", "hf")
@@ -59,40 +63,73 @@ class EngineSpec:
     generate: dict[str, Any] = field(default_factory=dict)
 
 
-def engine_spec(backend: str, model: CheckedModel, *, max_tokens: int, tool_calling: bool = False) -> EngineSpec:
+def template_file(template: ChatTemplate, directory: Path | None = None) -> Path:
+    """The template as a file, for `vllm serve --chat-template` (it reads a path), in a
+    directory of its own (a fresh private one unless given)."""
+    directory = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="ptb-chat-template-"))
+    path = directory / f"chat-template-{template.sha256[:16]}.jinja"
+    path.write_text(template.text, encoding="utf-8")
+    return path
+
+
+def engine_spec(
+    backend: str,
+    model: CheckedModel,
+    template: ChatTemplate,
+    *,
+    template_path: Path,
+    max_tokens: int,
+    tool_calling: bool = False,
+    prompt_log: Path | None = None,
+) -> EngineSpec:
     """What inspect is asked to run. Pure: the argv/config golden tests check it."""
     if backend == "vllm":
         args: dict[str, Any] = {
-            # vLLM reads a template file; the saved tokenizer template is overridden
-            "chat_template": str(model.template.path.resolve()),
+            # the server renders every prompt with this file; the final model's template is never read
+            "chat_template": str(Path(template_path).resolve()),
             # the served model's name stays the path; no remote code from an agent's dir
             "trust_remote_code": False,
             "seed": 0,
         }
         if tool_calling:
-            # upstream's bfcl settings: native tool calls parsed by the hermes parser
-            args.update(enable_auto_tool_choice=True, tool_call_parser="hermes")
+            # native tool calls, parsed in the format the template asks for (chat_template.FAMILIES)
+            args.update(enable_auto_tool_choice=True, tool_call_parser=template.tool_parser)
         if os.environ.get("PTB_VLLM_GPU_MEMORY_UTILIZATION"):
             args["gpu_memory_utilization"] = float(os.environ["PTB_VLLM_GPU_MEMORY_UTILIZATION"])
-        return EngineSpec("vllm", f"vllm/{model.path.resolve()}", args, {"max_tokens": max_tokens, "temperature": 0.0})
+        generate: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0}
+        if template.kwargs:
+            generate["extra_body"] = {"chat_template_kwargs": dict(template.kwargs)}
+        return EngineSpec("vllm", f"vllm/{model.path.resolve()}", args, generate)
     if backend == "hf":
         args = {
             "model_path": str(model.path.resolve()),
-            # the template's text: the hf provider applies it instead of the tokenizer's
-            "chat_template": model.template.text,
+            # ptb_hf renders with exactly this template and these variables, as vLLM does
+            "chat_template": template.text,
+            "chat_template_kwargs": dict(template.kwargs),
+            # the template writes BOS where the family has one: the tokenizer adds none
+            "tokenizer_call_args": {"add_special_tokens": False},
             # greedy; the hf provider refuses temperature 0 (upstream probe)
             "do_sample": False,
             "trust_remote_code": False,
         }
+        if prompt_log is not None:
+            args["prompt_log"] = str(prompt_log)
         # batches follow max_connections (the provider's batch_size does nothing)
-        return EngineSpec("hf", "hf/local", args, {"max_tokens": max_tokens, "max_connections": 32})
+        return EngineSpec("hf", "ptb_hf/local", args, {"max_tokens": max_tokens, "max_connections": 32})
     raise ValueError(f"unknown backend {backend!r} (one of {', '.join(BACKENDS)})")
+
+
+def register(spec: EngineSpec) -> None:
+    """Make the spec's inspect provider known (ptb_hf is ours)."""
+    if spec.backend == "hf":
+        import ptb_scorer.hf_backend  # noqa: F401  (registers ptb_hf)
 
 
 def run_task(task: Any, spec: EngineSpec, *, limit: int, log_dir: Path | None = None) -> dict[str, Any]:
     """Run the task; the first scorer's metrics, or EngineFailed."""
     from inspect_ai import eval as inspect_eval
 
+    register(spec)
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="ptb-inspect-logs-"))
     logs = inspect_eval(
         task,

@@ -4,8 +4,8 @@ transformers, as every task), then a grader model grades the answers
 against each example's rubric) through :mod:`ptb_scorer.llm_client`.
 
     python evaluate.py [--model-path DIR] [--json-output-file FILE] [--limit N (-1 = all; default 32)]
-                       [--templates-dir DIR] [--max-new-tokens N] [--backend auto|vllm|hf]
-                       [--base-architecture ARCH]
+                       [--max-new-tokens N] [--backend auto|vllm|hf] [--base-architecture ARCH]
+                       [--chat-template FILE | --chat-template-from DIR] [--prompt-log FILE]
 
 The grader's endpoint comes from the harness (``PTB_GRADER``, the key in the variable it
 names), only in the evaluate stage: an agent running evaluate.py has no grader and is
@@ -28,9 +28,9 @@ from typing import Any
 
 from ptb_scorer import arena, data, rubric
 from ptb_scorer.llm_client import Endpoint, LLMClient, LLMUnavailable
-from ptb_scorer.model import CheckedModel, check_loadable, check_model
+from ptb_scorer.model import check_loadable, check_model
 from ptb_scorer.protocol import EXIT_SCORED, emit_info
-from ptb_scorer.task_info import TaskInfo, attempt_record
+from ptb_scorer.task_info import TaskInfo, attempt_record, engine_for
 
 #: the seed of the question order (upstream shuffles with 42 before taking --limit)
 QUESTION_SEED = 42
@@ -99,18 +99,14 @@ GRADED: dict[str, GradedDef] = {
 
 
 # -- the candidate's answers --------------------------------------------------------------------
-def generate(checked: CheckedModel, backend: str, items: list[Item], max_tokens: int) -> dict[str, str]:
-    """The model's answer to every item (uid -> text; a leading <think> block removed)."""
+def answers_task(items: list[Item]) -> Any:
+    """The inspect Task in which the candidate answers every item (its conversation)."""
     from inspect_ai import Task
-    from inspect_ai import eval as inspect_eval
     from inspect_ai.dataset import MemoryDataset, Sample
-    from inspect_ai.log import read_eval_log
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
     from inspect_ai.scorer import Score, Target, accuracy, scorer
     from inspect_ai.solver import TaskState
     from inspect_ai.solver import generate as generate_solver
-
-    from ptb_scorer import engine
 
     kinds = {"user": ChatMessageUser, "assistant": ChatMessageAssistant, "system": ChatMessageSystem}
 
@@ -122,8 +118,18 @@ def generate(checked: CheckedModel, backend: str, items: list[Item], max_tokens:
         return score
 
     samples = [Sample(id=i.uid, input=[kinds[m["role"]](content=m["content"]) for m in i.conversation]) for i in items]
-    spec = engine.engine_spec(backend, checked, max_tokens=max_tokens)
-    task = Task(dataset=MemoryDataset(samples), solver=generate_solver(), scorer=answered(), name="answers")
+    return Task(dataset=MemoryDataset(samples), solver=generate_solver(), scorer=answered(), name="answers")
+
+
+def generate(spec: Any, items: list[Item]) -> dict[str, str]:
+    """The model's answer to every item (uid -> text; a leading <think> block removed)."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.log import read_eval_log
+
+    from ptb_scorer import engine
+
+    engine.register(spec)
+    task = answers_task(items)
     logs = inspect_eval(
         task,
         model=spec.model,
@@ -160,7 +166,7 @@ def score(name: str, info: TaskInfo, args: argparse.Namespace) -> int:
             "no grader endpoint (PTB_GRADER is unset): graded tasks are scored in the harness's evaluate stage, "
             "which hands the scorer the campaign's grader"
         )
-    checked = check_model(Path(args.model_path), args.templates_dir, args.base_architecture)
+    checked = check_model(Path(args.model_path), args.base_architecture)
     check_loadable(checked.path)
     data.require(info.datasets)
     files = {d["role"]: file_path(d) for d in info.datasets if d["kind"] == "file"}
@@ -168,11 +174,11 @@ def score(name: str, info: TaskInfo, args: argparse.Namespace) -> int:
     random.Random(QUESTION_SEED).shuffle(items)
     if args.limit >= 0:
         items = items[: args.limit]
-    backend = engine.choose_backend(args.backend)
-    record = {**attempt_record(name, info, args, checked, backend), "question_seed": QUESTION_SEED}
+    backend, template, spec = engine_for(args, info, checked, args.max_new_tokens)
+    record = {**attempt_record(name, info, args, checked, backend, template), "question_seed": QUESTION_SEED}
     record.update(graded.settings)
     emit_info(record)
-    answers = generate(checked, backend, items, args.max_new_tokens)
+    answers = generate(spec, items)
     with LLMClient(endpoint) as client:
         try:
             metrics = graded.grade(client, items, answers)

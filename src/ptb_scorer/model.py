@@ -1,19 +1,18 @@
-"""A final_model, checked before any engine starts, and the chat template it is scored with.
+"""A final_model, checked before any engine starts.
 
-The template comes from the model's config.json architecture (templates/architectures.json),
-never from its path and never from the template the agent saved with the model. Every
-problem is a :class:`ModelInvalid`: the scorer prints it as one ``PTB_MODEL_INVALID: why``
-line, which the harness counts as the agent's failure.
+Every problem is a :class:`ModelInvalid`: the scorer prints it as one
+``PTB_MODEL_INVALID: why`` line, which the harness counts as the agent's failure. The
+chat template is never the final model's (see :mod:`ptb_scorer.chat_template`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-ARCHITECTURES_FILE = "architectures.json"
+from ptb_scorer.chat_template import same_family
+
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "model*.bin")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 
@@ -23,27 +22,9 @@ class ModelInvalid(Exception):
 
 
 @dataclass(frozen=True)
-class ChatTemplate:
-    name: str
-    path: Path
-    text: str
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
 class CheckedModel:
     path: Path
     architecture: str
-    template: ChatTemplate
-
-
-def architecture_map(templates_dir: Path) -> dict[str, str]:
-    """architecture -> template name, from templates_dir/architectures.json."""
-    data = json.loads((Path(templates_dir) / ARCHITECTURES_FILE).read_text())
-    return {k: v for k, v in data.items() if not k.startswith("_")}
 
 
 def read_architecture(config_json: Path) -> str:
@@ -59,28 +40,24 @@ def read_architecture(config_json: Path) -> str:
     return archs[0]
 
 
-def check_model(model_path: Path, templates_dir: Path, base_architecture: str | None = None) -> CheckedModel:
-    """Check the files of a final_model and pick its chat template.
+def check_model(model_path: Path, base_architecture: str | None = None) -> CheckedModel:
+    """Check the files of a final_model.
 
-    ``base_architecture``: the base model's; a final model of another template family
-    (another model) is invalid. Within a family a different class is accepted (e.g. Gemma
-    3's text-only Gemma3ForCausalLM saved from a Gemma3ForConditionalGeneration base).
+    ``base_architecture``: the base model's; a final model of another family (another
+    model) is invalid. Within a family a different class is accepted (e.g. Gemma 3's
+    text-only Gemma3ForCausalLM saved from a Gemma3ForConditionalGeneration base).
     """
     model_path = Path(model_path)
     if not model_path.is_dir():
         raise ModelInvalid(f"final model {model_path} is not a directory")
     arch = read_architecture(model_path / "config.json")
-    known = architecture_map(templates_dir)
-    if arch not in known:
-        raise ModelInvalid(f"architecture {arch} has no chat template (known: {', '.join(sorted(known))})")
-    if base_architecture is not None and known.get(base_architecture) != known[arch]:
+    if base_architecture is not None and not same_family(base_architecture, arch):
         raise ModelInvalid(f"architecture changed from the base model's {base_architecture} to {arch}")
     if not any(next(model_path.glob(p), None) for p in WEIGHT_PATTERNS):
         raise ModelInvalid(f"{model_path.name}/ has no weights (*.safetensors or pytorch_model*.bin)")
     if not any((model_path / f).is_file() for f in TOKENIZER_FILES):
         raise ModelInvalid(f"{model_path.name}/ has no tokenizer ({', '.join(TOKENIZER_FILES)})")
-    path = Path(templates_dir) / f"{known[arch]}.jinja"
-    return CheckedModel(model_path, arch, ChatTemplate(known[arch], path, path.read_text()))
+    return CheckedModel(model_path, arch)
 
 
 def check_loadable(model_path: Path) -> None:

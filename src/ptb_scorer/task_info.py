@@ -1,16 +1,20 @@
 """What the scorer reads of its task's info.json, once, and what an attempt runs with (the
-PTB_SCORER_INFO record that heads metrics.json)."""
+chat template, the engine spec, the PTB_SCORER_INFO record that heads metrics.json)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptb_scorer import data
+from ptb_scorer.chat_template import ChatTemplate, Source, TemplateError, choose, load_bundle
 from ptb_scorer.model import CheckedModel
+
+if TYPE_CHECKING:  # engine imports inspect's pieces only when it runs
+    from ptb_scorer.engine import EngineSpec
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,9 @@ class TaskInfo:
     cap_flag: str
     datasets: list[dict[str, Any]]
     uses_grader: bool
+    #: info.json chat_template: the task needs native tool calls; its template variables
+    tool_calling: bool = False
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def read(cls, path: Path) -> TaskInfo:
@@ -37,6 +44,8 @@ class TaskInfo:
             cap_flag=evaluate.get("token_flag", "--max-tokens"),
             datasets=info.get("datasets", []),
             uses_grader=info.get("uses_grader") is True,
+            tool_calling=(info.get("chat_template") or {}).get("tool_calling") is True,
+            template_kwargs=dict((info.get("chat_template") or {}).get("kwargs") or {}),
         )
 
     @property
@@ -46,7 +55,7 @@ class TaskInfo:
 
 
 def attempt_record(
-    name: str, info: TaskInfo, args: argparse.Namespace, checked: CheckedModel, backend: str
+    name: str, info: TaskInfo, args: argparse.Namespace, checked: CheckedModel, backend: str, template: ChatTemplate
 ) -> dict[str, Any]:
     """What an attempt runs with (PTB_SCORER_INFO, and the head of metrics.json)."""
     from ptb_scorer import engine
@@ -60,6 +69,40 @@ def attempt_record(
         "engine_version": versions.get("vllm" if backend == "vllm" else "transformers"),
         "versions": versions,
         "architecture": checked.architecture,
-        "template": {"name": checked.template.name, "sha256": checked.template.sha256},
+        "chat_template": template.record(),
         "datasets": [data.revision(d) for d in info.datasets],
     }
+
+
+def task_template(args: argparse.Namespace, info: TaskInfo, checked: CheckedModel) -> ChatTemplate:
+    """The chat template of this run: the harness's bundle (--chat-template, by default
+    ptb_chat_template.json beside evaluate.py), or a model directory's own template
+    (--chat-template-from, for runs by hand)."""
+    if args.chat_template_from is None:
+        return load_bundle(args.chat_template)
+    source = Source(args.chat_template_from, str(args.chat_template_from))
+    arch = args.base_architecture or checked.architecture
+    return choose(source, arch, tool_calling=info.tool_calling, kwargs=info.template_kwargs)
+
+
+def engine_for(
+    args: argparse.Namespace, info: TaskInfo, checked: CheckedModel, max_tokens: int
+) -> tuple[str, ChatTemplate, EngineSpec]:
+    """The backend, the chat template and the engine spec of this run."""
+    from ptb_scorer import engine
+
+    template = task_template(args, info, checked)
+    if info.tool_calling and not template.tool_parser:
+        why = "no tool-call parser, and the task needs native tool calls"
+        raise TemplateError(f"{template.repo} {template.file}: {why}")
+    backend = engine.choose_backend(args.backend)
+    spec = engine.engine_spec(
+        backend,
+        checked,
+        template,
+        template_path=engine.template_file(template),
+        max_tokens=max_tokens,
+        tool_calling=info.tool_calling,
+        prompt_log=args.prompt_log,
+    )
+    return backend, template, spec

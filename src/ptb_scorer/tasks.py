@@ -7,7 +7,8 @@ the tests in a checker process, the model's code in a contained answer process) 
 of one program in a docker or unsandboxed "local" sandbox. gpqamain is our own Task (inspect_evals ships only
 gpqa_diamond, from a CSV): upstream PostTrainBench's gated HF ``Idavidrein/gpqa``
 gpqa_main, multiple choice with chain of thought, choices shuffled with a fixed seed.
-bfcl is inspect_evals' bfcl on the ``exec_simple`` category with native tool calling;
+bfcl is inspect_evals' bfcl on the ``exec_simple`` category with native tool calling
+(its info.json's ``chat_template.tool_calling``);
 at the pinned version its exec categories are scored by matching the call's arguments
 (their ground truth is parsed into AST form), so no model-written code runs there.
 """
@@ -27,7 +28,6 @@ GPQA_SHUFFLE_SEED = 42
 @dataclass(frozen=True)
 class TaskDef:
     build: Callable[[], Any]
-    tool_calling: bool = False
     #: recorded in metrics.json next to the scores
     settings: dict[str, Any] = field(default_factory=dict)
     #: more to record, computed when the task is scored (the matcher's probes)
@@ -149,5 +149,5 @@ TASKS: dict[str, TaskDef] = {
     # AIME 2026 (inspect_evals' task, math-ai/aime26): in no v1.2 average, weighted nowhere by default
     "aime2026": TaskDef(_aime2026, describe=_matcher),
     "gpqamain": TaskDef(gpqamain_task, settings={"shuffle_seed": GPQA_SHUFFLE_SEED, "cot": True}),
-    "bfcl": TaskDef(_bfcl, tool_calling=True, settings={"categories": ["exec_simple"]}),
+    "bfcl": TaskDef(_bfcl, settings={"categories": ["exec_simple"]}),
 }

@@ -2,7 +2,7 @@
 
     python evaluate.py [--model-path final_model] [--json-output-file metrics.json]
                        [--limit N (-1 = all; default -1)] [--max-tokens N (default 16000)]
-                       [--templates-dir templates] [--backend auto|vllm|hf]
+                       [--backend auto|vllm|hf] [--chat-template-from DIR]
 
 The scoring code is ptb_scorer (next to this file), on inspect_ai + inspect_evals.
 """

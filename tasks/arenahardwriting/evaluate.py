@@ -3,7 +3,7 @@ compares the answer with a baseline model's, in both orders; accuracy is the win
 
     python evaluate.py [--model-path final_model] [--json-output-file metrics.json]
                        [--limit N (-1 = all; default 32)] [--max-new-tokens N (default 16384)]
-                       [--templates-dir templates] [--backend auto|vllm|hf]
+                       [--backend auto|vllm|hf] [--chat-template-from DIR]
 
 The grader is the campaign's (`grader:`), handed over by the harness's evaluate stage
 only; run here by hand, it says that no grader is configured. Code: ptb_scorer.graded.

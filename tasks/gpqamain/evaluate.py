@@ -3,7 +3,7 @@ choices shuffled with a fixed seed (recorded in metrics.json).
 
     python evaluate.py [--model-path final_model] [--json-output-file metrics.json]
                        [--limit N (-1 = all; default 50)] [--max-tokens N (default 16000)]
-                       [--templates-dir templates] [--backend auto|vllm|hf]
+                       [--backend auto|vllm|hf] [--chat-template-from DIR]
 
 The scoring code is ptb_scorer (next to this file), on inspect_ai + inspect_evals.
 """

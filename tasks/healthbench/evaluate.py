@@ -4,7 +4,7 @@ score, with by-theme and by-axis scores.
 
     python evaluate.py [--model-path final_model] [--json-output-file metrics.json]
                        [--limit N (-1 = all; default 32)] [--max-new-tokens N (default 16384)]
-                       [--templates-dir templates] [--backend auto|vllm|hf]
+                       [--backend auto|vllm|hf] [--chat-template-from DIR]
 
 The grader is the campaign's (`grader:`), handed over by the harness's evaluate stage
 only; run here by hand, it says that no grader is configured. Code: ptb_scorer.graded.

@@ -23,7 +23,8 @@ import torch; print('cuda', torch.cuda.is_available(), torch.cuda.get_device_nam
 
 work=/tmp/gpu-tasks
 rm -rf "$work" /tmp/hf && mkdir -p "$work/profile" "$work/config" "$work/agents/copy_base" "$work/models"
-python3 -c "from ptb_harness.demo.tiny_model import build_tiny_model; build_tiny_model('$work/models/tiny')" 2>/dev/null
+# a tiny Llama 3-shaped base model that ships its chat template (the scorer renders with it)
+python3 -c "import sys; sys.path.insert(0, 'tests/scorer'); from family_models import build_family_model; build_family_model('llama3', '$work/models/tiny')" 2>/dev/null
 python3 tests/scorer_fixtures.py /tmp/hf gsm8k || exit 1
 printf '#!/usr/bin/env bash\nset -eu\ncp -r "$MODEL_TO_TRAIN" final_model\n' > "$work/agents/copy_base/solve.sh"
 cp profiles/local/config.yaml "$work/profile/config.yaml"

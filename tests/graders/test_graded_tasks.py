@@ -47,11 +47,21 @@ HEALTH = [
 ]
 
 
+#: the tiny model ships no chat template; as a base model it gets this one (Llama 3's turns)
+TINY_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
+    "{{ m.content }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
     from ptb_harness.demo.tiny_model import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
+    model = build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
+    (model / "chat_template.jinja").write_text(TINY_TEMPLATE)
+    return model
 
 
 def hf_home(tmp_path: Path) -> Path:
@@ -92,6 +102,8 @@ def run_task(task: str, tmp_path: Path, model: Path, url: str | None, *args: str
         "hf",
         "--max-new-tokens",
         "8",
+        "--chat-template-from",  # the harness writes the base model's template; by hand, named
+        str(model),
         *args,
     ]
     proc = subprocess.run(argv, cwd=REPO / "tasks" / task, env=env, capture_output=True, text=True, timeout=300)
@@ -116,7 +128,8 @@ def test_arenahardwriting_end_to_end(tmp_path: Path, tiny_model: Path):
     assert m["accuracy"] == pytest.approx(0.5) and m["stderr"] == 0.0
     assert m["grader"]["requests"] == 8 and m["grader"]["retries"] == 2
     assert m["grader"]["statuses"] == {"200": 6, "429": 1, "500": 1}
-    assert m["engine"] == "hf" and m["max_new_tokens"] == 8 and m["template"]["name"]
+    assert m["engine"] == "hf" and m["max_new_tokens"] == 8
+    assert m["chat_template"]["source"]["file"] == "chat_template.jinja"
     assert {r.headers["authorization"] for r in server.requests} == {f"Bearer {KEY}"}
     assert all(KEY not in json.dumps(r.body) for r in server.requests)
 

@@ -73,12 +73,40 @@ def _point_datasets_here() -> dict:
     return old
 
 
+def records(log: Path, kind: str) -> list:
+    """The stand-in's records of one kind (argv, request, render)."""
+    import json
+
+    return [r["data"] for r in map(json.loads, log.read_text().splitlines()) if r["kind"] == kind]
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's tiny Llama (LlamaForCausalLM, no chat template of its own)."""
+    """The demo's tiny Llama (LlamaForCausalLM), as a base model that ships a chat template
+    (TINY_TEMPLATE: Llama 3's turns) in its chat_template.jinja."""
     from ptb_harness.demo.tiny_model import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
+    model = build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
+    (model / "chat_template.jinja").write_text(TINY_TEMPLATE)
+    return model
+
+
+#: the tiny model's chat template as a base model (the demo model itself ships none)
+TINY_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
+    "{{ m.content }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
+def write_bundle(task_copy: Path, base: Path, architecture: str, tool_calling: bool = False) -> Path:
+    """The chat template bundle the harness's evaluate stage writes into its copy of a task
+    (ptb_harness.campaign.scoring.write_template_bundle), from a base model dir."""
+    from ptb_scorer.chat_template import BUNDLE_FILE, Source, choose
+
+    path = Path(task_copy) / BUNDLE_FILE
+    path.write_text(choose(Source(base, base.name), architecture, tool_calling=tool_calling).to_json())
+    return path
 
 
 def fake_vllm(tmp_path: Path, reply: str, replies: dict[str, str] | None = None) -> tuple[dict, Path]:
@@ -86,7 +114,7 @@ def fake_vllm(tmp_path: Path, reply: str, replies: dict[str, str] | None = None)
     (inspect's provider checks that vllm imports before it starts the server). `replies`:
     {marker: reply}, the reply for a request whose messages hold the marker."""
     bin_dir, pkg = tmp_path / "bin", tmp_path / "pkg" / "vllm"
-    bin_dir.mkdir()
+    bin_dir.mkdir(parents=True)
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("# stand-in: the real vLLM is not installed here\n")
     exe = bin_dir / "vllm"

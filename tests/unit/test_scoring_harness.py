@@ -1,6 +1,7 @@
 """The harness's side of scoring: the plan's template and cache checks, prefetch's dry
 run, and the evaluate stage's contract with ptb_scorer (--base-architecture, offline
-variables, a ladder stopped by PTB_MODEL_INVALID, per-attempt provenance)."""
+variables, the chat template bundle, a ladder stopped by PTB_MODEL_INVALID, per-attempt
+provenance)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from conftest import REPO, campaign_config, make_workdir, write_config, write_ta
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.checks import check_data, check_templates
 from ptb_harness.campaign.config import load_config_files
-from ptb_harness.campaign.scoring import base_architecture, missing_data
+from ptb_harness.campaign.scoring import base_architecture, missing_data, task_template, template_source
 from ptb_harness.core.errors import ConfigError, HarnessError
 from ptb_harness.prefetch import prefetch, prefetch_steps
 from ptb_harness.results.outcome import cell_outcome
@@ -25,16 +26,45 @@ from ptb_scorer.protocol import read_attempt_log
 sys.path.insert(0, str(REPO / "tests"))
 from scorer_fixtures import write_fixture_cache
 
+TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if tools %}T{% endif %}"
+
+
+def model_dir(d: Path, arch: str, template: str | None = TEMPLATE) -> Path:
+    """A base model's files as far as the plan reads them: config.json, tokenizer_config.json."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps({"architectures": [arch]}))
+    (d / "tokenizer_config.json").write_text(json.dumps({"chat_template": template} if template else {}))
+    return d
+
 
 def real_tasks_campaign(
-    tmp_path: Path, arch: str = "LlamaForCausalLM", models: list | None = None, tasks: tuple = ("gsm8k", "bfcl")
+    tmp_path: Path,
+    arch: str = "LlamaForCausalLM",
+    models: list | None = None,
+    template: str | None = TEMPLATE,
+    tasks: tuple = ("gsm8k", "bfcl"),
 ) -> Path:
     wd = make_workdir(tmp_path / "wd")
-    (wd / "models" / "m1" / "config.json").write_text(json.dumps({"architectures": [arch]}))
+    model_dir(wd / "models" / "m1", arch, template)
     cfg = campaign_config(tasks=list(tasks), paths={"tasks_dir": str(REPO / "tasks")})
-    cfg["models"] += models or []
+    cfg["models"] = [{**cfg["models"][0], **(models[0] if models and "name" not in models[0] else {})}]
+    cfg["models"] += [m for m in models or [] if "name" in m]
     write_config(wd, cfg)
     return wd
+
+
+def hub_snapshot(hf: Path, repo_id: str, commit: str, arch: str | None, template: str | None) -> Path:
+    """A repo in an HF cache as huggingface_hub leaves it: refs/main and the snapshot."""
+    repo = hf / "hub" / f"models--{repo_id.replace('/', '--')}"
+    snap = repo / "snapshots" / commit
+    snap.mkdir(parents=True)
+    if arch:
+        (snap / "config.json").write_text(json.dumps({"architectures": [arch]}))
+    if template:
+        (snap / "chat_template.jinja").write_text(template)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+    return snap
 
 
 def load(wd: Path, **site):
@@ -46,16 +76,80 @@ def load(wd: Path, **site):
 
 
 def test_a_base_model_without_a_template_is_a_config_error(tmp_path):
-    wd = real_tasks_campaign(tmp_path, arch="MysteryForCausalLM")
-    with pytest.raises(ConfigError, match=r"models\[0\] \(m1\): architecture MysteryForCausalLM has no chat template"):
+    wd = real_tasks_campaign(tmp_path, template=None)
+    with pytest.raises(ConfigError) as err:
+        load_config_files(wd)
+    assert str(err.value) == (
+        "models[0] (m1): task gsm8k: models/m1 ships no chat template (chat_template.jinja, tokenizer_config.json"
+        " chat_template); name one with models[0].chat_template_from (e.g. the instruct model)"
+    )
+
+
+def test_the_template_is_the_base_models_own_with_the_tasks_tool_parser(tmp_path):
+    campaign = load_config_files(real_tasks_campaign(tmp_path, arch="Qwen3ForCausalLM"))
+    assert base_architecture(campaign, "m1") == "Qwen3ForCausalLM"
+    check_templates(campaign)
+    gsm8k, bfcl = (task_template(campaign, "m1", campaign.task(t)) for t in ("gsm8k", "bfcl"))
+    assert gsm8k.text == TEMPLATE and gsm8k.tool_parser is None
+    assert gsm8k.record()["source"] == {"repo": "models/m1", "file": "tokenizer_config.json", "revision": None}
+    assert bfcl.text == TEMPLATE and bfcl.tool_parser == "hermes"
+
+
+def test_chat_template_from_a_local_dir_and_template_variables(tmp_path):
+    wd = real_tasks_campaign(
+        tmp_path,
+        template=None,
+        models=[{"chat_template_from": {"path": "models/inst"}, "chat_template_kwargs": {"enable_thinking": False}}],
+    )
+    model_dir(wd / "models" / "inst", "LlamaForCausalLM", "INSTRUCT {{ tools }}")
+    campaign = load_config_files(wd)
+    t = task_template(campaign, "m1", campaign.task("bfcl"))
+    assert (t.repo, t.text, t.tool_parser) == ("models/inst", "INSTRUCT {{ tools }}", "llama3_json")
+    assert t.kwargs == {"enable_thinking": False}
+
+
+def test_a_template_variable_that_is_an_argument_is_refused(tmp_path):
+    wd = real_tasks_campaign(tmp_path, models=[{"chat_template_kwargs": {"tools": []}}])
+    with pytest.raises(ConfigError, match=r"^models\[0\].chat_template_kwargs.tools: an argument of apply_chat"):
         load_config_files(wd)
 
 
-def test_base_architecture_is_read_from_config_json_not_the_path(tmp_path):
-    wd = real_tasks_campaign(tmp_path, arch="Qwen3ForCausalLM")
-    campaign = load_config_files(wd)
-    assert base_architecture(campaign, "m1") == "Qwen3ForCausalLM"
-    check_templates(campaign)  # qwen3 has a template
+def test_a_tool_task_on_a_family_without_a_parser_is_a_config_error(tmp_path):
+    wd = real_tasks_campaign(tmp_path, arch="MysteryForCausalLM")
+    with pytest.raises(ConfigError, match=r"models\[0\] \(m1\): task bfcl: .*MysteryForCausalLM has no tool-call"):
+        load_config_files(wd)
+
+
+def test_gemma3_without_tools_section_gets_our_tool_template_for_bfcl_only(tmp_path):
+    campaign = load_config_files(real_tasks_campaign(tmp_path, arch="Gemma3ForConditionalGeneration", template="G"))
+    assert task_template(campaign, "m1", campaign.task("gsm8k")).text == "G"
+    bfcl = task_template(campaign, "m1", campaign.task("bfcl"))
+    assert (bfcl.repo, bfcl.file, bfcl.tool_parser) == ("ptb_scorer", "templates/gemma3_tool_calling.jinja", "pythonic")
+    assert bfcl.replaces == "models/m1 tokenizer_config.json (no tools section)"
+
+
+def test_a_repo_template_comes_from_the_snapshot_refs_main_names_and_is_prefetched(tmp_path):
+    hf = tmp_path / "hf"
+    hub_snapshot(hf, "org/base", "a" * 40, "Qwen3ForCausalLM", None)  # a base model without a template
+    wd = real_tasks_campaign(
+        tmp_path,
+        models=[{"name": "hub", "repo_id": "org/base", "chat_template_from": {"repo_id": "org/instruct"}}],
+    )
+    campaign = load(wd, hf_home=str(hf), hf_cache_mode="ro")
+    assert "chat template repo org/instruct" in missing_data(campaign)
+    assert template_source(campaign, "hub") is None
+    with pytest.raises(ConfigError, match=r"^models\[1\] \(hub\): org/instruct is not in the HF cache"):
+        task_template(campaign, "hub", campaign.task("gsm8k"))
+    step = dict(prefetch_steps(campaign))["chat template org/instruct"]
+    assert step[-2] == "org/instruct" and "chat_template.jinja" in json.loads(step[-1])
+    hub_snapshot(hf, "org/instruct", "b" * 40, None, "OLD {{ tools }}")
+    (hf / "hub" / "models--org--instruct" / "snapshots" / ("c" * 40)).mkdir()
+    (hf / "hub" / "models--org--instruct" / "snapshots" / ("c" * 40) / "chat_template.jinja").write_text("NEW")
+    campaign = load(wd, hf_home=str(hf), hf_cache_mode="ro")
+    assert not [g for g in missing_data(campaign) if "org/instruct" in g]
+    t = task_template(campaign, "hub", campaign.task("gsm8k"))
+    # refs/main, not the last snapshot by name
+    assert (t.text, t.revision, t.file) == ("OLD {{ tools }}", "b" * 40, "chat_template.jinja")
 
 
 def test_a_cached_base_model_is_read_from_the_snapshot_refs_main_names(tmp_path):
@@ -65,6 +159,7 @@ def test_a_cached_base_model_is_read_from_the_snapshot_refs_main_names(tmp_path)
     for commit, arch in (("a" * 40, "Qwen3ForCausalLM"), ("b" * 40, "MysteryForCausalLM")):
         (repo / "snapshots" / commit).mkdir(parents=True)
         (repo / "snapshots" / commit / "config.json").write_text(json.dumps({"architectures": [arch]}))
+        (repo / "snapshots" / commit / "chat_template.jinja").write_text(TEMPLATE)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("a" * 40)
     wd = real_tasks_campaign(tmp_path, models=[{"name": "hub", "repo_id": "org/base"}])
@@ -121,8 +216,9 @@ def test_aime2026_is_prefetched_like_the_others(tmp_path):
 
 
 INVALID_SCORER = """
-    import os, sys
+    import json, os, sys
     print("argv:", " ".join(sys.argv[1:]))
+    print("bundle:", json.load(open("ptb_chat_template.json"))["text"].encode().hex())
     print("offline:", os.environ.get("HF_HUB_OFFLINE"), os.environ.get("HF_DATASETS_OFFLINE"))
     print('PTB_SCORER_INFO {"engine": "hf", "template": {"name": "llama3", "sha256": "ab"}}')
     print("PTB_MODEL_INVALID: architecture changed from the base model's LlamaForCausalLM to X")
@@ -132,15 +228,17 @@ INVALID_SCORER = """
 
 def test_model_invalid_stops_the_ladder_and_is_the_agents_failure(tmp_path):
     wd = make_workdir(tmp_path / "wd")
-    (wd / "models" / "m1" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    model_dir(wd / "models" / "m1", "LlamaForCausalLM")
     ladder = [{"attempts": 2, "max_tokens": 100}, {"attempts": 2, "max_tokens": 50}]
-    write_task(wd, "invalid", INVALID_SCORER, {"evaluate": {"ladder": ladder, "pass_base_architecture": True}})
+    info = {"chat_template": {}, "evaluate": {"ladder": ladder, "pass_base_architecture": True}}
+    write_task(wd, "invalid", INVALID_SCORER, info)
     write_config(wd, campaign_config(tasks=["invalid"]))
     campaign = load_config_files(wd)
     cell = Cell("exit0", "invalid", "m1", "0.0005", 0, 1)
     cdir = campaign.cell_dir(cell)
     (cdir / "final_model").mkdir(parents=True)
     (cdir / "final_model" / "config.json").write_text("{}")
+    (cdir / "final_model" / "chat_template.jinja").write_text("AGENT")  # never the one the scorer gets
     (cdir / "solve.json").write_text(json.dumps({"final_model_files": 1, "description": "exited 0"}))
     with pytest.raises(HarnessError, match="after 1 attempts of 4"):
         run_evaluate(
@@ -154,6 +252,9 @@ def test_model_invalid_stops_the_ladder_and_is_the_agents_failure(tmp_path):
     assert len(attempt["evaluate_py_sha256"]) == 64
     log = (cdir / attempt["log"]).read_text()
     assert "--base-architecture LlamaForCausalLM --max-tokens 100" in log and "offline: 1 1" in log
+    # the base model's template, in the scorer's copy of the task; evaluate.json says which
+    assert f"bundle: {TEMPLATE.encode().hex()}" in log and b"AGENT".hex() not in log
+    assert record["chat_template"]["source"] == {"repo": "models/m1", "file": "tokenizer_config.json", "revision": None}
     outcome, why, _ = cell_outcome(cdir)
     assert outcome == "agent_failed" and "architecture changed" in why
 

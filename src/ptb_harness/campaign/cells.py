@@ -6,7 +6,8 @@ nothing of the campaign package: the settings, the reader and the campaign build
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -62,12 +63,24 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class TemplateFrom:
+    """Where a model's chat template comes from instead of its own files (one of the two)."""
+
+    path: str | None = None
+    repo_id: str | None = None
+
+
+@dataclass(frozen=True)
 class Model:
     """A base model: a local directory (``path``) or a Hugging Face repo id (``repo_id``)."""
 
     name: str
     path: str | None = None
     repo_id: str | None = None
+    #: the model entry's chat_template_from (None: the base model's own template)
+    chat_template_from: TemplateFrom | None = None
+    #: the model entry's chat_template_kwargs (template variables, over the task's)
+    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def source(self) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ptb_harness.campaign.agents import allowed_env_names
 from ptb_harness.campaign.campaign import Campaign
-from ptb_harness.campaign.scoring import architecture_map, base_architecture, missing_data, templated_tasks
+from ptb_harness.campaign.scoring import missing_data, task_template, template_source, templated_tasks
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.layout import built_by_workflow
 
@@ -120,16 +120,14 @@ def check_sandbox_host(campaign: Campaign) -> None:
 
 
 def check_templates(campaign: Campaign) -> None:
-    """Every base model scored with a chat template maps to one: else a ConfigError."""
+    """Every model has a chat template for every task that renders one: else a ConfigError.
+    A source not there yet is left to the data check (a repo to prefetch) or to the
+    workflow (a local model a rule builds)."""
     for task in templated_tasks(campaign):
-        known = architecture_map(task.templates_dir)
-        for i, model in enumerate(campaign.models):
-            arch = base_architecture(campaign, model)
-            if arch is not None and arch not in known:
-                raise ConfigError(
-                    f"models[{i}] ({model}): architecture {arch} has no chat template for task {task.name}"
-                    f" (templates/architectures.json knows {', '.join(sorted(known))})"
-                )
+        for model in campaign.models:
+            src = template_source(campaign, model)
+            if src is not None and src.dir.is_dir():
+                task_template(campaign, model, task)
 
 
 def check_data(campaign: Campaign) -> None:

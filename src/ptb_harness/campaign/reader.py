@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 
 from ptb_harness.campaign.agents import AgentEntry, parse_agent_entries
 from ptb_harness.campaign.campaign import Campaign
-from ptb_harness.campaign.cells import Model, check_name, format_hours
+from ptb_harness.campaign.cells import Model, TemplateFrom, check_name, format_hours
 from ptb_harness.campaign.rules import rules_settings
 from ptb_harness.campaign.settings import (
     EvaluateSettings,
@@ -38,6 +38,7 @@ from ptb_harness.runtime.hf_cache import HfCacheSettings
 from ptb_harness.runtime.limits import AgentLimits, MiB, default_memory_mb
 from ptb_harness.runtime.sandbox_settings import Bind, RuntimeSettings
 from ptb_harness.runtime.snapshot import frozen_dir
+from ptb_scorer.chat_template import RESERVED_KWARGS
 from ptb_scorer.llm_client import Endpoint, LLMConfigError
 
 T = TypeVar("T")
@@ -235,10 +236,22 @@ def campaign_from_config(config: Mapping[str, Any], workdir: str | Path) -> Camp
         settings=build_settings(config, workdir),
         agent_entries={e.name: e for e in _agent_entries(config)},
         tasks=tuple(config["tasks"]),
-        models={m["name"]: Model(m["name"], m.get("path"), m.get("repo_id")) for m in config["models"]},
+        models={m["name"]: _model(m) for m in config["models"]},
         hours=tuple(format_hours(h) for h in config["hours"]),
         num_gpus=tuple(int(g) for g in config["num_gpus"]),
         runs=tuple(int(r) for r in config["runs"]),
+    )
+
+
+def _model(entry: Mapping[str, Any]) -> Model:
+    """A models[] entry (schema-validated; its defaults filled in)."""
+    source = entry.get("chat_template_from")
+    return Model(
+        entry["name"],
+        entry.get("path"),
+        entry.get("repo_id"),
+        chat_template_from=TemplateFrom(source.get("path"), source.get("repo_id")) if source else None,
+        chat_template_kwargs=dict(entry.get("chat_template_kwargs") or {}),
     )
 
 
@@ -278,6 +291,10 @@ def _check_models(config: Mapping[str, Any]) -> None:
         check_name(m.get("name"), f"models[{i}].name")
         if ("path" in m) == ("repo_id" in m):
             raise ConfigError(f"models[{i}]: give exactly one of 'path' (local directory) or 'repo_id'")
+        for name in m.get("chat_template_kwargs") or {}:
+            if name in RESERVED_KWARGS:
+                key = f"models[{i}].chat_template_kwargs.{name}"
+                raise ConfigError(f"{key}: an argument of apply_chat_template, not a template variable")
     _check_unique([m["name"] for m in models], "models[].name")
 
 

@@ -1,7 +1,8 @@
 """What scoring a campaign reads besides the final model: the base model's config.json
 (local, or the snapshot of the site's HF cache huggingface_hub loads offline), the chat
-templates a task maps architectures to, and what the cache lacks of the tasks' datasets
-and the base models. The plan checks these (``campaign.checks``: ``-n`` too), the evaluate
+template each task renders a model's prompts with (the base model's own, or its entry's
+``chat_template_from``), and what the cache lacks of the tasks' datasets, the base models
+and their template repos. The plan checks these (``campaign.checks``: ``-n`` too), the evaluate
 stage passes the base architecture, the judge reads the same configs. The cache layout
 and the per-dataset check are the scorer's own (ptb_scorer.data), so the plan checks
 exactly what the scorer will read.
@@ -9,27 +10,28 @@ exactly what the scorer will read.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.tasks import TaskSpec
-from ptb_harness.core.hf_snapshots import resolve_snapshot
+from ptb_harness.core.errors import ConfigError
+from ptb_harness.core.hf_snapshots import Snapshot, resolve_snapshot
 from ptb_harness.core.records import MAX_RECORD_BYTES, loads_bounded
+from ptb_scorer.chat_template import BUNDLE_FILE, ChatTemplate, Source, TemplateError, choose
 from ptb_scorer.data import CacheLayout, describe, missing
 
 
-def architecture_map(templates_dir: Path) -> dict[str, str]:
-    data = json.loads((templates_dir / "architectures.json").read_text())
-    return {k: v for k, v in data.items() if not k.startswith("_")}
+def cached_snapshot(campaign: Campaign, repo_id: str) -> Snapshot | None:
+    """A repo's snapshot in the site's HF cache, the one huggingface_hub loads offline
+    (refs/main), or None."""
+    hf_home = campaign.settings.site.hf_cache.home
+    return resolve_snapshot(CacheLayout.under(Path(hf_home)).hub, repo_id) if hf_home else None
 
 
 def cached_config_json(campaign: Campaign, repo_id: str) -> Path | None:
-    """config.json of a repo's snapshot in the site's HF cache, the one huggingface_hub
-    loads offline (refs/main), or None."""
-    hf_home = campaign.settings.site.hf_cache.home
-    snap = resolve_snapshot(CacheLayout.under(Path(hf_home)).hub, repo_id) if hf_home else None
+    """config.json of a repo's snapshot in the site's HF cache (cached_snapshot), or None."""
+    snap = cached_snapshot(campaign, repo_id)
     return snap.file("config.json") if snap else None
 
 
@@ -70,7 +72,59 @@ def base_architecture(campaign: Campaign, model: str) -> str | None:
 
 
 def templated_tasks(campaign: Campaign) -> list[TaskSpec]:
-    return [t for t in (campaign.task(n) for n in campaign.tasks) if t.templates_dir]
+    """The tasks that score a chat model (info.json ``chat_template``)."""
+    return [t for t in (campaign.task(n) for n in campaign.tasks) if t.chat_template is not None]
+
+
+def template_source(campaign: Campaign, model: str) -> Source | None:
+    """The directory a model's chat template is read from: its entry's
+    ``chat_template_from``, else the base model itself (a repo id: the snapshot
+    huggingface_hub loads offline). None while a repo's snapshot is not in the cache
+    (the data check names it)."""
+    m = campaign.models[model]
+    src = m.chat_template_from
+    path, repo_id = (src.path, src.repo_id) if src else (m.path, m.repo_id)
+    if path is not None:
+        return Source((campaign.workdir / path).resolve(), path)
+    snap = cached_snapshot(campaign, str(repo_id))
+    return Source(snap.path, str(repo_id), snap.commit) if snap else None
+
+
+def task_template(campaign: Campaign, model: str, task: TaskSpec) -> ChatTemplate | None:
+    """The chat template ``task`` renders ``model``'s prompts with (None: the task uses
+    none); a ConfigError naming the model entry when there is none to use."""
+    if task.chat_template is None:
+        return None
+    i, m = list(campaign.models).index(model), campaign.models[model]
+    src = template_source(campaign, model)
+    if src is None:
+        what = m.chat_template_from.repo_id if m.chat_template_from else m.repo_id
+        raise ConfigError(f"models[{i}] ({model}): {what} is not in the HF cache: run `ptb-harness prefetch`")
+    kwargs = {**task.chat_template.kwargs, **m.chat_template_kwargs}
+    try:
+        return choose(
+            src, base_architecture(campaign, model), tool_calling=task.chat_template.tool_calling, kwargs=kwargs
+        )
+    except TemplateError as e:
+        hint = (
+            "" if m.chat_template_from else f"; name one with models[{i}].chat_template_from (e.g. the instruct model)"
+        )
+        raise ConfigError(f"models[{i}] ({model}): task {task.name}: {e}{hint}") from None
+
+
+def write_template_bundle(campaign: Campaign, model: str, task: TaskSpec, task_copy: Path) -> ChatTemplate | None:
+    """The task's chat template for ``model`` into a copy of the task dir (the scorer's,
+    or the agent's), where its evaluate.py reads it (ptb_scorer.chat_template.BUNDLE_FILE)."""
+    template = task_template(campaign, model, task)
+    if template is not None:
+        (task_copy / BUNDLE_FILE).write_text(template.to_json(), encoding="utf-8")
+    return template
+
+
+def template_repos(campaign: Campaign) -> list[str]:
+    """The repos the model entries take their chat templates from (chat_template_from)."""
+    src = [m.chat_template_from for m in campaign.models.values()]
+    return sorted({s.repo_id for s in src if s and s.repo_id})
 
 
 def missing_data(campaign: Campaign) -> list[str]:
@@ -84,6 +138,8 @@ def missing_data(campaign: Campaign) -> list[str]:
     layout = CacheLayout.under(Path(hf_home))
     gaps = [f"{t.name}: {describe(d)}" for t in readers for d in t.datasets if missing(d, layout)]
     gaps += [f"model {m.repo_id}" for m in campaign.models.values() if m.repo_id and not _cached(layout, m.repo_id)]
+    if templated_tasks(campaign):
+        gaps += [f"chat template repo {r}" for r in template_repos(campaign) if not resolve_snapshot(layout.hub, r)]
     return gaps
 
 

@@ -1,5 +1,6 @@
 """A task directory, read and checked: evaluate.py, benchmark.txt, info.json (the retry
-ladder, the grader, the judge's test set and rules, the agent-side limit). info.json is
+ladder, the grader, the judge's test set and rules, the agent-side limit, the chat
+template's use). info.json is
 read here once, into a typed ``TaskSpec``; the stages read the spec, never the file."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from ptb_harness.campaign.agents import check_env_names
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.records import read_json_object
+from ptb_scorer.chat_template import RESERVED_KWARGS
 
 #: Upstream's ladder: 4 attempts at the task's defaults, then 3 and 2 at reduced token
 #: caps. A task without an ``evaluate.ladder`` gets the first stage only.
@@ -43,6 +45,31 @@ class JudgeSpec:
 
 
 @dataclass(frozen=True)
+class TaskTemplate:
+    """How a task renders its prompts (info.json ``chat_template``): whether it needs
+    native tool calls, and template variables of its own (the campaign's model entry wins)."""
+
+    tool_calling: bool = False
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_info(cls, raw: Any, where: str) -> TaskTemplate | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, dict) or set(raw) - {"tool_calling", "kwargs"}:
+            raise ConfigError(f'{where}: {{"tool_calling": true|false, "kwargs": {{template variables}}}}')
+        if not isinstance(raw.get("tool_calling", False), bool):
+            raise ConfigError(f"{where}.tool_calling: must be true or false")
+        kwargs = raw.get("kwargs", {})
+        if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+            raise ConfigError(f"{where}.kwargs: must be an object of template variables")
+        for name in kwargs:
+            if name in RESERVED_KWARGS:
+                raise ConfigError(f"{where}.kwargs.{name}: an argument of apply_chat_template, not a template variable")
+        return cls(raw.get("tool_calling", False), kwargs)
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     name: str
     dir: Path
@@ -68,16 +95,12 @@ class TaskSpec:
     agent_default_limit: int | None = None
     #: sha256 of info.json as read (None: the task has none)
     info_sha256: str | None = None
+    #: info.json ``chat_template``: the task scores a chat model, with the base model's template
+    chat_template: TaskTemplate | None = None
 
     @property
     def evaluate_py(self) -> Path:
         return self.dir / "evaluate.py"
-
-    @property
-    def templates_dir(self) -> Path | None:
-        """The chat templates the task scores with (tasks/<t>/templates), if it has them."""
-        d = self.dir / "templates"
-        return d if (d / "architectures.json").is_file() else None
 
     def attempt_plan(self) -> list[int | None]:
         """The token cap of every attempt, in order (None = the task's default)."""
@@ -137,6 +160,7 @@ def load_task(task_dir: Path) -> TaskSpec:
         judge=JudgeSpec.from_info(info.get("judge")),
         agent_default_limit=limit,
         info_sha256=info_sha256,
+        chat_template=TaskTemplate.from_info(info.get("chat_template"), f"{info_path}: chat_template"),
     )
 
 

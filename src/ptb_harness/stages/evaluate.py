@@ -138,6 +138,8 @@ def run_evaluate(
     attempts_dir.mkdir(parents=True, exist_ok=True)
     with scorer_job(campaign, cell, task, host_env, base_arch) as job:
         record["scorer"] = job.identity()
+        if job.chat_template is not None:  # what the harness handed the scorer
+            record["chat_template"] = job.chat_template.record()
         ladder = Ladder(job, cell, cell_dir, final_model.resolve(), attempts_dir, steps=len(plan))
         try:
             if _climb(ladder, plan, record, record_path, metrics_json):

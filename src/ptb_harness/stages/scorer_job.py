@@ -16,7 +16,7 @@ from typing import Any
 
 from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.cells import Cell
-from ptb_harness.campaign.scoring import base_architecture
+from ptb_harness.campaign.scoring import base_architecture, write_template_bundle
 from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import file_sha256, tree_sha256
@@ -25,6 +25,7 @@ from ptb_harness.gpu.nvml import load_nvml
 from ptb_harness.gpu.reap import ReapPolicy
 from ptb_harness.runtime.hf_cache import hf_cache_view
 from ptb_harness.runtime.sandbox import Bind, LaunchRequest, Sandbox
+from ptb_scorer.chat_template import ChatTemplate
 from ptb_scorer.protocol import GRADER_ENV
 
 
@@ -79,6 +80,8 @@ class ScorerJob:
     #: the site's GPU reap before each attempt, and the GPU monitor's sampling interval
     reap_policy: ReapPolicy
     monitor_interval_s: float
+    #: the chat template written into the copy (the base model's), for tasks that render one
+    chat_template: ChatTemplate | None = None
 
     @property
     def home(self) -> Path:
@@ -146,6 +149,8 @@ def scorer_job(
             gpu_set = stack.enter_context(job_gpu_set(cell.num_gpus, site.gpu.assignment, host_env, nvml))
             copy = work / "home" / "task"
             shutil.copytree(task.dir, copy, symlinks=False)  # links followed (ptb_scorer)
+            # the base model's chat template (or the entry's chat_template_from), never final_model's
+            chat_template = write_template_bundle(campaign, cell.model, task, copy)
             evaluate_sha256, task_dir_sha256 = file_sha256(copy / "evaluate.py"), tree_sha256(copy)
             (work / "tmp").mkdir()
             grader_env, grader_keys = _grader(campaign, task)
@@ -164,6 +169,7 @@ def scorer_job(
                 timeout_s=(task.attempt_timeout_minutes or campaign.settings.evaluate.attempt_timeout_minutes) * 60,
                 reap_policy=site.gpu.reap,
                 monitor_interval_s=site.gpu.monitor_interval_seconds,
+                chat_template=chat_template,
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)

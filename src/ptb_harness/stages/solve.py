@@ -24,6 +24,8 @@ from typing import Any
 
 from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.cells import Cell
+from ptb_harness.campaign.scoring import write_template_bundle
+from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.cell_files import PREFLIGHT
 from ptb_harness.core.errors import HarnessError, Interrupted
 from ptb_harness.core.records import atomic_write_json, file_sha256
@@ -96,6 +98,16 @@ def run_solve(
     return record
 
 
+def _agent_chat_template(campaign: Campaign, cell: Cell, task: TaskSpec, task_copy: Path) -> None:
+    """The chat template the scorer will use, in the agent's copy of the task, so its own
+    runs of evaluate.py render prompts as the final scoring does (without it they say how
+    to name one; the agent's run still starts)."""
+    try:
+        write_template_bundle(campaign, cell.model, task, task_copy)
+    except HarnessError as e:
+        log.warning("no chat template in the agent's task dir: %s", e)
+
+
 def _prepare(
     campaign: Campaign, cell: Cell, host_env: Mapping[str, str], gpu_set: GpuSet, nvml: Any, cell_dir: Path, n: int
 ) -> SolveRun:
@@ -106,6 +118,7 @@ def _prepare(
     prompt = render_prompt(campaign, cell, task, campaign.model_source(cell.model), gpu_info)
     (cell_dir / PREFLIGHT).unlink(missing_ok=True)
     job = prepare_job_dir(campaign.settings.site.tmp_root, cell, agent, task, prompt)
+    _agent_chat_template(campaign, cell, task, job.task)
     update_attempt(cell_dir, n, job_dir=str(job.root))
     log.info("job dir %s (attempt %d)", job.root, n)
     variables = agent_variables(campaign, cell, agent, task, prompt)
