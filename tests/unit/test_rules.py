@@ -131,6 +131,10 @@ def test_a_campaign_key_changes_the_preset_and_is_named():
 def test_the_schema_default_and_its_checks(tmp_path: Path):
     c = Campaign(tmp_path / "a", tasks=("gsm8k",), agents=("x",))
     assert c.campaign.settings.leaderboard.rules == "ptb-v1.2"
+    unjudged = load_config({**c.config, "judge": {"enabled": False}}, c.root).settings.leaderboard
+    assert describe_rules(unjudged) == (
+        "Rules: ptb-v1.2 (PostTrainBench v1.2); changed by the campaign: judges: none ran (judge.enabled is false)."
+    )
     for board, key in [
         ({"average_tasks": ["bfcl"]}, "leaderboard.average_tasks.bfcl: not a task of this campaign"),
         ({"weights": {"gsm8k": 1, "aime2025": 1}}, "leaderboard.weights.aime2025: not a task"),

@@ -199,7 +199,7 @@ def build_settings(config: Mapping[str, Any], workdir: Path) -> Settings:
             llm_prices={m: ModelPrice(**p) for m, p in config["solve"]["llm_prices"].items()},
         ),
         evaluate=_pick(EvaluateSettings, config["evaluate"]),
-        leaderboard=leaderboard_settings(config["leaderboard"]),
+        leaderboard=leaderboard_settings(config["leaderboard"], judged=config["judge"]["enabled"]),
         paths=Paths(
             results_dir=(workdir / paths["results_dir"]).resolve(),
             # under `ptb-harness run`, the snapshot's frozen copies (a scorer patched in
@@ -219,10 +219,15 @@ def _judge_settings(config: Mapping[str, Any]) -> JudgeSettings:
     return _pick(JudgeSettings, judge, endpoint=endpoint_for(config, "judge") if judge["enabled"] else None)
 
 
-def leaderboard_settings(board: Mapping[str, Any]) -> LeaderboardSettings:
+def leaderboard_settings(board: Mapping[str, Any], judged: bool = True) -> LeaderboardSettings:
     """The typed `leaderboard:` of a schema-validated config (defaults filled in): its
-    preset (`rules`) with the keys it sets (not null) replacing the preset's."""
-    return rules_settings(**board)
+    preset (`rules`) with the keys it sets (not null) replacing the preset's. A
+    PostTrainBench preset without the judges (judge.enabled false) applies no verdict,
+    and the tables' rules line says so."""
+    settings = rules_settings(**board)
+    if judged or settings.rules == "custom":
+        return settings
+    return dataclasses.replace(settings, changed={**settings.changed, "judges": "none ran (judge.enabled is false)"})
 
 
 def campaign_from_config(config: Mapping[str, Any], workdir: str | Path) -> Campaign:
