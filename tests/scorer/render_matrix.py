@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-PLAIN = ("gsm8k", "humaneval", "aime2025", "gpqamain")
+PLAIN = ("gsm8k", "humaneval", "aime2025", "aime2026", "gpqamain")
 GRADED = ("arenahardwriting", "healthbench")
 
 

@@ -2,7 +2,7 @@
 
 For each family the scored tasks use (tests/scorer/family_models.py: Qwen3, SmolLM3,
 Llama 3.x, Gemma 3, each with a template of its family's shape), every scored task's
-first fixture sample (gsm8k's 10-shot system prompt, humaneval, aime2025, gpqamain,
+first fixture sample (gsm8k's 10-shot system prompt, humaneval, aime2025, aime2026, gpqamain,
 bfcl's tools, the graded tasks' conversations) goes through the scorer's engine
 (tests/scorer/render_matrix.py) on the transformers backend (inspect's provider as the
 scorer runs it, recording its prompts) and on the vLLM backend (inspect's real vLLM
@@ -35,7 +35,8 @@ HERE = Path(__file__).resolve().parent
 TASKS = {
     "gsm8k": "1,200 pens",
     "humaneval": "def add(a: int",
-    "aime2025": "divided by 1000",
+    "aime2025": "2025 is divided by 1000",
+    "aime2026": "2026 is divided by 1000",
     "gpqamain": "Which particle carries charge",
     "bfcl": "coin flips",
     "arenahardwriting": "haiku about rain",
