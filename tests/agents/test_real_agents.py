@@ -39,6 +39,7 @@ from scripted_server import Plan
 
 from ptb_harness.gateway.config import GatewayConfig
 from ptb_harness.gateway.process import GatewayProcess
+from ptb_harness.results.token_usage import format_usd
 from ptb_harness.stages.llm_gateway import SANDBOX_PORT, SOCKET_NAME
 
 pytestmark = pytest.mark.slow
@@ -366,7 +367,14 @@ def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name, other_cell):
     assert len([e for e in log if e["refused"] is None]) == len(result.server.recorded())
     assert [(e["refused"], e["status"]) for e in log if e["refused"]] == [("token", 401)]  # the probe's
     assert solve["llm"]["refused"] == {"token": 1}
-    assert "## Tokens and cost per entry" in (tables / "leaderboard.md").read_text()
+    board = (tables / "leaderboard.md").read_text()
+    assert "## Tokens and cost per entry" in board
+    # the leaderboard's cost column is the gateway's
+    (entry_row,) = [ln for ln in board.splitlines() if ln.split(" | ")[1:2] == [f"{case.dir}-test"]]
+    assert entry_row.endswith(f"| {format_usd(priced(sent))} |"), entry_row
+    # the viewer shows the gateway's log beside the transcript
+    (page,) = (result.workdir / "results" / "viewer" / "cells").glob(f"{case.dir}-test.*.html")
+    assert f"llm_log.jsonl: {len(log)} calls;" in page.read_text() and "id='transcript'" in page.read_text()
     assert_key_only_in_auth_header(case, result, key)
     token = assert_the_sandbox_held_no_key(case, result, key)
     assert all(token not in r.headers.get(case.auth_header, "") for r in result.server.recorded())

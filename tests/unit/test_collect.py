@@ -297,3 +297,32 @@ def test_agent_text_stays_in_its_row_of_leaderboard_md_and_cells_csv(tmp_path: P
         rows = list(csv.reader(f))
     assert len(rows) == 3 and {len(r) for r in rows} == {len(rows[0])}
     assert len(paths["cells"].read_text().splitlines()) == 3 and b"\x1b" not in paths["cells"].read_bytes()
+
+
+def test_the_leaderboard_shows_each_entrys_gateway_cost_per_cell_unknown_never_0():
+    """a: its gateway metered 0.25 and 0.75 on two cells, two not known (an unpriced model);
+    b: no gateway (its trace's cost does not count); c: every cell 0.01; e: none known."""
+    from ptb_harness.results.leaderboard import COST, leaderboard_html
+
+    table = _fallback_table()
+    source = {"a": "gateway", "b": "trace", "c": "gateway", "e": "gateway", "noop": None}
+    cost = {"a": [0.25, 0.75, None, None], "b": [1.0] * 4, "c": [0.01] * 4, "e": [None] * 4, "noop": [None] * 4}
+    table["usage_source"] = table["agent"].map(source)
+    nth = table.groupby("agent").cumcount()
+    table["cost_usd"] = [cost[agent][i] for agent, i in zip(table["agent"], nth, strict=True)]
+    board, weights = leaderboard(table, board_settings(missing="empty"))
+    md = leaderboard_markdown(board, weights, table)
+    lines = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line]
+    assert lines[0].endswith(f"| weighted average | {COST} |")
+    assert lines[1:6] == [
+        "| 1 | c | 0.500 (2/2) | 0.500 (2/2) | 0.500 (4/4) | $0.01 |",
+        "| 1 | e | 0.500 (2/2) | 0.500 (2/2) | 0.500 (4/4) | unknown |",
+        "| — | a | 0.600* (1/2) | 0.600 (2/2) | — (3/4) | $0.50 (2 of 4 cells) |",
+        "| — | b | 0.700 (2/2) | 0.900* (1/2) | — (3/4) | unknown |",
+        "|  | base model: noop | 0.300 (2/2) | 0.200 (2/2) | 0.250 (4/4) |  |",
+    ]
+    assert "unknown: no cell's cost is known" in md
+    assert "<td>$0.50 (2 of 4 cells)</td>" in leaderboard_html(board, weights, table, [])
+    # a campaign without any gateway has no such column
+    plain = leaderboard_markdown(*leaderboard(_fallback_table(), board_settings(missing="empty")), _fallback_table())
+    assert COST not in plain

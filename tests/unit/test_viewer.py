@@ -120,3 +120,35 @@ def test_flagged_cells_are_marked_in_the_grid(tmp_path):
     index = (results / "viewer" / "index.html").read_text()
     assert "class='m scored flagged' href='cells/cheat.t.m.1h-0gpu-run1.html'" in index
     assert "class='m scored' href='cells/clean.t.m.1h-0gpu-run1.html'" in index
+
+
+def test_the_llm_log_is_shown_beside_the_transcript_bounded_and_escaped(tmp_path, monkeypatch):
+    cell = make_cell(tmp_path, "a", "scored", "", "USER: hi\n")
+    call = {
+        "n": 1, "time": "2026-01-01T00:00:00.000Z", "model": "m<b>", "status": 200, "latency_ms": 12.5,
+        "usage": {"input_tokens": 1200, "output_tokens": 40, "cached_tokens": 300}, "cost_usd": 0.0042,
+        "refused": None, "error": None,
+        "request": {"body": '{"messages": "<script>alert(1)</script>' + "x" * 5000 + '"}'},
+        "response": {"body": "ok"},
+    }  # fmt: skip
+    lines = [json.dumps(call), "not json <img src=x>", json.dumps({**call, "n": 2, "refused": "llm_budget"})]
+    (cell.cell_dir / "llm_log.jsonl").write_text("\n".join(lines) + "\n")
+    write_viewer(tmp_path / "v", "c", [cell])
+    page = (tmp_path / "v" / "cells" / f"{cell.slug}.html").read_text()
+    table = page[page.index("<table id='llm-calls'>") :]
+    assert "llm_log.jsonl: 3 calls; the whole log" in page
+    assert "<td>m&lt;b&gt;</td><td>200</td><td>1200</td><td>300</td><td>40</td><td>0.0042</td>" in table
+    assert "<script>" not in page and "&lt;script&gt;alert(1)" in table and "<img" not in page
+    assert "not a call: not json &lt;img src=x&gt;" in table and "<td>llm_budget</td>" in table
+    assert f"request (first {viewer.LLM_BODY_SHOWN} of" in table and "x" * 2100 not in table
+    # the page follows the log; a log bigger than what is read shows its first calls
+    monkeypatch.setattr(viewer, "LLM_LOG_SHOWN_BYTES", len(lines[0]) + 5)
+    (cell.cell_dir / "llm_log.jsonl").write_text("\n".join(lines) * 3)
+    assert write_viewer(tmp_path / "v", "c", [cell]).pages_written == 1
+    page = (tmp_path / "v" / "cells" / f"{cell.slug}.html").read_text()
+    assert f"1 calls of the first {len(lines[0]) + 5} of" in page
+    # a link is never followed
+    (cell.cell_dir / "llm_log.jsonl").unlink()
+    (cell.cell_dir / "llm_log.jsonl").symlink_to("/dev/zero")
+    write_viewer(tmp_path / "v", "c", [cell])
+    assert "llm_log.jsonl: cannot be read" in (tmp_path / "v" / "cells" / f"{cell.slug}.html").read_text()

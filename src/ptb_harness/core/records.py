@@ -103,29 +103,38 @@ def loads_bounded(data: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> tuple[A
     return obj, ""
 
 
-def read_record_bytes(path: str | Path, limit: int) -> tuple[bytes | None, str]:
-    """(data, '') of a regular file of at most `limit` bytes, or (None, why not).
+def read_record_head(path: str | Path, limit: int) -> tuple[bytes | None, str, int]:
+    """(its first `limit` bytes, '', its size) of a regular file, or (None, why not, 0).
 
     A link is not followed and a device or FIFO is not opened for reading (a writer
     could point it at /dev/zero or make it block); '' as the reason means no file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
-        return None, ""
+        return None, "", 0
     except OSError as e:
-        return None, f"cannot be read ({e.strerror})"
+        return None, f"cannot be read ({e.strerror})", 0
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return None, "not a regular file"
-        if st.st_size > limit:
-            return None, f"{st.st_size} bytes, more than the {limit} it may have"
+            return None, "not a regular file", 0
         with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(limit + 1)
+            data = f.read(limit)
     except OSError as e:
-        return None, f"cannot be read ({e.strerror})"
+        return None, f"cannot be read ({e.strerror})", 0
     finally:
         os.close(fd)
+    return data, "", st.st_size
+
+
+def read_record_bytes(path: str | Path, limit: int) -> tuple[bytes | None, str]:
+    """(data, '') of a regular file of at most `limit` bytes, or (None, why not), read as
+    read_record_head reads (no link followed, no device opened)."""
+    data, why, size = read_record_head(path, limit + 1)
+    if data is None:
+        return None, why
+    if size > limit:
+        return None, f"{size} bytes, more than the {limit} it may have"
     if len(data) > limit:
         return None, f"more than the {limit} bytes it may have"
     return data, ""

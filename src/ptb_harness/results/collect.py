@@ -21,7 +21,12 @@ from ptb_harness.core.text import csv_text, valid_text
 from ptb_harness.results.flags import Flag, judgement_flag
 from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
 from ptb_harness.results.outcome import CellRecords, cell_outcomes, local_liveness
-from ptb_harness.results.token_usage import TOKEN_USAGE_COLUMNS, cell_token_usage, typed_token_usage
+from ptb_harness.results.token_usage import (
+    TOKEN_USAGE_COLUMNS,
+    USAGE_SOURCE,
+    cell_token_usage,
+    typed_token_usage,
+)
 
 #: a cell's verdict in the table: its score flagged (and why), a PTB lookup that holds its
 #: entry, required verdicts it lacks, an override applied (see results.flags)
@@ -54,6 +59,7 @@ CELL_COLUMNS = [
     "final_model_files",
     "eval_attempts",
     *TOKEN_USAGE_COLUMNS,
+    USAGE_SOURCE,
     *VERDICT_COLUMNS,
     "solve_attempts",
     "cell_dir",

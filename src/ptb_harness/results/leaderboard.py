@@ -40,7 +40,13 @@ from ptb_harness.campaign.rules import PRESETS, describe_rules
 from ptb_harness.campaign.settings import LeaderboardSettings
 from ptb_harness.core.cell_files import JUDGEMENT_OVERRIDE
 from ptb_harness.core.text import markdown_cell, markdown_table, terminal_line
-from ptb_harness.results.token_usage import TOKEN_USAGE_COLUMNS, token_usage_markdown, token_usage_rows
+from ptb_harness.results.token_usage import (
+    TOKEN_USAGE_COLUMNS,
+    gateway_cost_by_entry,
+    gateway_cost_text,
+    token_usage_markdown,
+    token_usage_rows,
+)
 
 WEIGHTED = "weighted average"
 #: why an entry is not ranked (the board's `held`)
@@ -49,6 +55,13 @@ BASE, INSTRUCT, AGENT = "base model", "instruct model", "agent"
 LEGEND = (
     "Ranked by weighted average. Accuracy: mean over models of the mean over repeats; ± sample std over "
     "repeats; (scored/total cells); * = some model has no score for this task; — = nothing scored."
+)
+#: the leaderboard's last column when a cell of the campaign had an LLM gateway
+COST = "LLM cost / cell"
+COST_NOTE = (
+    f"{COST}: the mean over the entry's cells of what its LLM gateway metered, priced (solve.llm_prices, "
+    "then genai-prices); unknown: no cell's cost is known (no gateway, or a model without a price), never 0; "
+    "(k of n cells): the cells whose cost is known."
 )
 DAGGER = "†"
 FOOTNOTE = (
@@ -319,6 +332,9 @@ def leaderboard(table: pd.DataFrame, rules: LeaderboardSettings) -> tuple[pd.Dat
     board = pd.DataFrame(rows)
     board["weight"] = board["task"].map({**weights.by_task, WEIGHTED: 1.0})
     board["held"] = [holds.get(e, "") for e in board["entry"]]
+    costs = gateway_cost_by_entry(table)
+    if costs is not None:  # per entry, on each of its rows
+        board = board.join(costs, on="entry")
     return _ranked(board, tasks), weights
 
 
@@ -373,24 +389,28 @@ def leaderboard_wide(board: pd.DataFrame) -> tuple[list[str], list[tuple[str, li
     left out for want of a verdict are not rows: ``verdict_sections`` lists them."""
     tasks = sorted(t for t in board["task"].unique() if t != WEIGHTED)
     cols = [*tasks, WEIGHTED]
+    with_cost = "llm_cost_usd" in board
     rows = []
     for (kind, entry), part in board.groupby(["kind", "entry"], sort=False):
         held = part["held"].iloc[0] if "held" in part else ""
         if held == NO_VERDICT:
             continue  # left out: listed below the table
         by_task = part.set_index("task")
-        rank = part["rank"].iloc[0]
-        shown_rank = "" if kind != AGENT else ("—" if pd.isna(rank) else str(rank))
+        first = part.iloc[0]
+        shown_rank = "" if kind != AGENT else ("—" if pd.isna(first["rank"]) else str(first["rank"]))
         label = entry if kind == AGENT else f"{kind}: {entry}"
         label += f" {DOUBLE_DAGGER}" if held == PTB_HELD else ""
         cells = [_fmt(by_task.loc[t]) if t in by_task.index else "" for t in cols]
+        if with_cost:  # reference rows ran no agent: nothing to show
+            cost = gateway_cost_text(first["llm_cost_usd"], first["llm_cost_cells"], first["llm_cells"])
+            cells.append(cost if kind == AGENT else "")
         rows.append((kind, [shown_rank, label, *cells]))
-    return ["rank", "entry", *cols], rows
+    return ["rank", "entry", *cols, *([COST] if with_cost else [])], rows
 
 
 def footnotes(board: pd.DataFrame, table: pd.DataFrame | None = None) -> list[str]:
-    """The footnotes on substituted values, entries held unranked or left out, and
-    verdicts set by hand, when there are any."""
+    """The footnotes on substituted values, entries held unranked or left out, verdicts
+    set by hand and the gateway's cost column, when there are any."""
     notes = [FOOTNOTE] if board["n_substituted"].sum() else []
     held = set(board["held"]) if "held" in board else set()
     if PTB_HELD in held:
@@ -399,6 +419,8 @@ def footnotes(board: pd.DataFrame, table: pd.DataFrame | None = None) -> list[st
         notes.append(NO_VERDICT_FOOTNOTE)
     if table is not None and "override" in table and table["override"].fillna("").astype(bool).any():
         notes.append(OVERRIDE_FOOTNOTE)
+    if "llm_cost_usd" in board:
+        notes.append(COST_NOTE)
     return notes
 
 

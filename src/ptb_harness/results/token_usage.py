@@ -16,6 +16,9 @@ from ptb_harness.core.text import markdown_table
 
 #: usage.json's quantities, as cells.csv columns
 TOKEN_USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls", "resumes")
+#: where usage.json's tokens and cost come from (a cells.csv column): ``gateway`` (the cell's
+#: LLM gateway metered the provider's answers) or ``trace`` (the agent's own figures)
+USAGE_SOURCE = "usage_source"
 
 
 def cell_token_usage(cell_dir: Path | None) -> dict[str, Any]:
@@ -25,6 +28,7 @@ def cell_token_usage(cell_dir: Path | None) -> dict[str, Any]:
     for key in TOKEN_USAGE_COLUMNS:
         v = getattr(record, key)
         out[key] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    out[USAGE_SOURCE] = record.source if record.source in ("gateway", "trace") else None
     return out
 
 
@@ -50,10 +54,47 @@ def token_usage_by_entry(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def format_usd(value: Any) -> str:
+    """A cost: in cents, or four decimals under a cent (a test cell's cost: never shown as
+    $0.00 when it is not 0); ``unknown`` when it is not known."""
+    if value is None or pd.isna(value):
+        return "unknown"
+    return f"${value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
+
+
+def gateway_cost_by_entry(table: pd.DataFrame) -> pd.DataFrame | None:
+    """Per leaderboard entry (``table["entry"]``): ``llm_cost_usd``, the mean cost per cell
+    that its LLM gateway metered, over the ``llm_cost_cells`` cells whose cost is known, of
+    the ``llm_cells`` with a gateway meter; None when no cell of the campaign has one."""
+    if USAGE_SOURCE not in table or not (table[USAGE_SOURCE] == "gateway").any():
+        return None
+    metered = table[table[USAGE_SOURCE] == "gateway"]
+    costs = pd.to_numeric(metered["cost_usd"])
+    out = pd.DataFrame(
+        {
+            "llm_cost_usd": costs.groupby(metered["entry"]).mean(),
+            "llm_cost_cells": costs.notna().groupby(metered["entry"]).sum(),
+            "llm_cells": metered.groupby("entry").size(),
+        }
+    )
+    out = out.reindex(pd.Index(table["entry"].unique(), name="entry"))
+    counts = {"llm_cost_cells": 0, "llm_cells": 0}
+    return out.fillna(counts).astype(dict.fromkeys(counts, int))
+
+
+def gateway_cost_text(mean: Any, known: Any, cells: Any) -> str:
+    """An entry's LLM cost per cell as the leaderboard shows it: ``unknown`` (never 0) when
+    no cell's gateway cost is known, and how many cells it is over when not all."""
+    known, cells = int(known or 0), int(cells or 0)
+    if not known:
+        return "unknown"
+    return format_usd(mean) + ("" if known == cells else f" ({known} of {cells} cells)")
+
+
 def _fmt(value: Any, cost: bool = False) -> str:
     if value is None or pd.isna(value):
         return "unknown"
-    return f"${value:,.2f}" if cost else f"{value:,.0f}"
+    return format_usd(value) if cost else f"{value:,.0f}"
 
 
 def token_usage_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:

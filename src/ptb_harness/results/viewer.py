@@ -3,8 +3,10 @@ and from a shared filesystem through any web server.
 
 - ``index.html``: the status grid (a row per agent and model, a column per task, one mark
   per cell linking to the cell's page), the counts, and every cell without a score.
-- ``cells/<slug>.html``: the cell's outcome and evidence, its records (solve, evaluate,
-  metrics, usage, judgement, provenance), its GPU use, and a link to its transcript.
+- ``cells/<slug>.html``: the cell's outcome and evidence, a link to its transcript and,
+  beside it, the model calls of its LLM gateway's llm_log.jsonl (its first calls: a long
+  session's log is hundreds of MB), its GPU use, its records (solve, evaluate, metrics,
+  usage, judgement, provenance).
 - ``transcripts/<slug>/``: the sanitized transcript as numbered chunks of ~256 KiB and a
   pager with search (see ``viewer_assets``): a 500 MB transcript never loads whole.
 
@@ -26,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.core.cell_files import OPEN_RECORDS, RECORDS, TRANSCRIPT_SANITIZED
-from ptb_harness.core.records import atomic_write_text, loads_bounded, read_record_bytes
+from ptb_harness.core.cell_files import LLM_LOG, OPEN_RECORDS, RECORDS, TRANSCRIPT_SANITIZED
+from ptb_harness.core.records import atomic_write_text, loads_bounded, read_record_bytes, read_record_head
 from ptb_harness.results.outcome import MARKS, marks_legend
 
 #: the stylesheet and the transcript pager (a script: see its header)
@@ -35,6 +37,10 @@ ASSETS = Path(__file__).parent / "assets"
 #: a record larger than this is linked, not inlined (hand-edited or hostile records)
 MAX_INLINE_BYTES = 256 * 1024
 CHUNK_BYTES = 256 * 1024
+#: what a cell's page shows of llm_log.jsonl: its first calls, each body cut
+LLM_LOG_SHOWN_BYTES = 4 * 2**20
+LLM_LOG_SHOWN_CALLS = 500
+LLM_BODY_SHOWN = 2000
 _STAMPS_VERSION = 1
 
 
@@ -96,6 +102,55 @@ def _record_html(cell_dir: Path, name: str) -> str | None:
     return f"<details{open_}><summary>{_esc(name)}</summary><pre>{_esc(text)}</pre></details>"
 
 
+#: a call's columns on the page: (header, the log line's value)
+_LLM_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("n", lambda c, u: c.get("n")),
+    ("time", lambda c, u: c.get("time")),
+    ("model", lambda c, u: c.get("model")),
+    ("status", lambda c, u: c.get("status")),
+    ("input", lambda c, u: u.get("input_tokens")),
+    ("cached", lambda c, u: u.get("cached_tokens")),
+    ("output", lambda c, u: u.get("output_tokens")),
+    ("cost (USD)", lambda c, u: c.get("cost_usd")),
+    ("ms", lambda c, u: c.get("latency_ms")),
+    ("refused / error", lambda c, u: c.get("refused") or c.get("error")),
+)
+
+
+def _llm_call_row(line: bytes) -> str:
+    call, _ = loads_bounded(line)
+    if not isinstance(call, dict):
+        text = _esc(line[:200].decode("utf-8", "replace"))
+        return f"<tr><td colspan='{len(_LLM_COLUMNS) + 1}'>not a call: {text}</td></tr>"
+    u = call.get("usage") if isinstance(call.get("usage"), dict) else {}
+    cells = "".join(f"<td>{_esc('' if get(call, u) is None else get(call, u))}</td>" for _, get in _LLM_COLUMNS)
+    bodies = []
+    for side in ("request", "response"):
+        part = call.get(side) if isinstance(call.get(side), dict) else {}
+        body = str(part.get("body") or "")
+        cut = f" (first {LLM_BODY_SHOWN} of {len(body)} characters)" if len(body) > LLM_BODY_SHOWN else ""
+        bodies.append(f"<p>{side}{_esc(cut)}</p><pre>{_esc(body[:LLM_BODY_SHOWN])}</pre>")
+    return f"<tr>{cells}<td><details><summary>bodies</summary>{''.join(bodies)}</details></td></tr>"
+
+
+def _llm_log_html(cell_dir: Path) -> str | None:
+    """The cell's model calls from its llm_log.jsonl (written by its gateway, holding the
+    agent's text: read bounded, link-safe, every value escaped), or None without a log."""
+    data, why, size = read_record_head(cell_dir / LLM_LOG, LLM_LOG_SHOWN_BYTES)
+    if data is None:
+        return f"<p class='muted'>{LLM_LOG}: {_esc(why)}, not shown</p>" if why else None
+    lines = [ln for ln in data.split(b"\n")[: None if size == len(data) else -1] if ln.strip()]
+    rows = [_llm_call_row(ln) for ln in lines[:LLM_LOG_SHOWN_CALLS]]
+    head = "".join(f"<th>{_esc(h)}</th>" for h, _ in _LLM_COLUMNS) + "<th></th>"
+    shown = f"{len(rows)} calls" + (f" of the first {len(data)} of {size} bytes" if size > len(data) else "")
+    if len(lines) > len(rows):
+        shown += f" (the first {len(rows)} of {len(lines)} read)"
+    return (
+        f"<h2>LLM calls (gateway)</h2><p class='muted'>{_esc(LLM_LOG)}: {_esc(shown)}; the whole log: "
+        f"<code>{_esc(cell_dir / LLM_LOG)}</code></p><table id='llm-calls'><tr>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
 def _gpu_html(cell: ViewerCell, usage: list[dict], plots_dir: Path | None, page_dir: Path) -> str:
     parts = ["<h2>GPU</h2>"]
     if usage:
@@ -129,6 +184,7 @@ def cell_page(cell: ViewerCell, usage: list[dict], plots_dir: Path | None, has_t
         body.append(f"<p><a id='transcript' href='../transcripts/{_esc(cell.slug)}/index.html'>transcript</a></p>")
     else:
         body.append("<p class='muted'>no transcript yet</p>")
+    body.append(_llm_log_html(cell.cell_dir) or "")
     body.append(_gpu_html(cell, usage, plots_dir, page_dir))
     body.append("<h2>Records</h2>")
     for name in RECORDS:
@@ -283,7 +339,7 @@ def write_viewer(
         elif t_sig is None and c.slug in transcripts:
             shutil.rmtree(out / "transcripts" / c.slug, ignore_errors=True)
             transcripts.pop(c.slug)
-        sig = [*_signature(c, RECORDS), t_sig, png_sig, usage]
+        sig = [*_signature(c, (*RECORDS, LLM_LOG)), t_sig, png_sig, usage]
         page = out / "cells" / f"{c.slug}.html"
         if pages.get(c.slug) != sig or not page.is_file():
             atomic_write_text(page, cell_page(c, usage, gpu_png_dir, t_sig is not None, page.parent))
