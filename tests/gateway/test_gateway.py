@@ -15,11 +15,12 @@ import types
 
 import pytest
 from gateway_env import Plan, gateway_before, request, usage
+from protocols import openai_chat
 from scripted_server import SSE_HEADERS, Response, sse
 
 from ptb_harness.gateway.meter import Limits
 from ptb_harness.gateway.prices import ModelPrice
-from ptb_harness.gateway.server import SseUsage
+from ptb_harness.gateway.server import BUDGET_STATUS, SseUsage
 
 MODEL = "m-main"
 STEPS = [{"shell": "ls", **usage(1200, 40, 300)}, {"text": "done", **usage(1500, 9, 1000)}]
@@ -294,3 +295,122 @@ def test_a_last_event_bigger_than_the_kept_tail_is_read_whole(tmp_path):
         summary = gw.gateway.stop()
     assert status == 200 and len(data) > 3 * SseUsage.TAIL
     assert (summary["input_tokens"], summary["output_tokens"]) == (100, 4242)
+
+
+# -- metering fails closed ----------------------------------------------------------------
+_USAGE_KEYS = frozenset({"usage", "usageMetadata"})
+
+
+def _strip_usage(obj):
+    if isinstance(obj, dict):
+        return {k: _strip_usage(v) for k, v in obj.items() if k not in _USAGE_KEYS}
+    if isinstance(obj, list):
+        return [_strip_usage(v) for v in obj]
+    return obj
+
+
+def _strip_event(chunk: bytes) -> bytes:
+    lines = []
+    for line in chunk.split(b"\n"):
+        if line.startswith(b"data: ") and line[6:7] in (b"{", b"["):
+            line = b"data: " + json.dumps(_strip_usage(json.loads(line[6:]))).encode()
+        lines.append(line)
+    return b"\n".join(lines)
+
+
+def without_usage(proto: types.ModuleType) -> types.ModuleType:
+    """A stand-in protocol answering as ``proto`` does with every usage object removed (in
+    a JSON answer and in each event of a stream): a provider made to answer without usage."""
+
+    def respond(request, plan):
+        answer = proto.respond(request, plan)
+        if isinstance(answer.body, bytes | bytearray):
+            body = json.dumps(_strip_usage(json.loads(answer.body))).encode()
+        else:
+            body = (_strip_event(chunk) for chunk in answer.body)
+        return Response(answer.status, answer.headers, body)
+
+    mod = types.ModuleType(f"{proto.__name__}_without_usage")
+    mod.matches = proto.matches  # type: ignore[attr-defined]
+    mod.respond = respond  # type: ignore[attr-defined]
+    return mod
+
+
+def serve_without_usage(gw) -> None:
+    gw.server.protocols[:] = [without_usage(p) for p in gw.server.protocols]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+@pytest.mark.parametrize("protocol", ["anthropic", "openai_responses", "openai_chat", "gemini"])
+def test_under_a_token_limit_an_answer_without_usage_ends_the_session(tmp_path, protocol, stream):
+    """The answer whose usage was removed passes (the provider made it); the next model
+    call is refused at the budget ("usage unreadable"), reaches nobody, and the session's
+    cost is unknown, never the sum of what could be read."""
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), protocol, limits=Limits(tokens=10**6)) as gw:
+        serve_without_usage(gw)
+        answers = [
+            gw.post(*call(protocol, stream, turns)[:2], auth(call(protocol, stream)[2], gw.token)) for turns in (0, 1)
+        ]
+        assert gw.gateway.exhausted.wait(10)
+        summary = gw.gateway.stop()
+    reason = "usage unreadable: 1 answer without readable usage, which the tokens limit cannot count"
+    assert [status for status, _ in answers] == [200, BUDGET_STATUS[protocol]]
+    assert b'"usage' not in answers[0][1]  # the stand-in's answer stated none
+    message = json.loads(answers[1][1])["error"]["message"]
+    assert message == f"ptb-harness gateway: this cell's LLM budget is exhausted ({reason}); the session is over"
+    assert gw.gateway.exhausted_reason == reason and summary["exhausted"] == reason
+    assert (summary["requests"], summary["unmetered_answers"], summary["cost_usd"]) == (1, 1, None)
+    assert (summary["input_tokens"], summary["refused"]) == (0, {"llm_budget": 1})
+    assert len(gw.server.recorded()) == 1  # the refused call reached nobody
+    first, refused = gw.log()
+    assert (first["status"], first["usage"], first["usage_unreadable"]) == (200, None, "the answer states no usage")
+    assert first["totals"]["unmetered_answers"] == 1 and first["totals"]["cost_usd"] is None
+    assert (refused["refused"], refused["usage_unreadable"]) == ("llm_budget", None)
+
+
+def test_under_a_usd_limit_an_answer_with_part_of_its_usage_ends_the_session(tmp_path):
+    """An answer stating its input but no output (a count removed, or not a sane count) is
+    no usage either: its tokens are recorded, the session ends."""
+
+    def respond(request, plan):
+        answer = openai_chat.respond(request, plan)
+        body = json.loads(answer.body)
+        body["usage"]["completion_tokens"] = -1
+        return Response(answer.status, answer.headers, json.dumps(body).encode())
+
+    prices = {MODEL: ModelPrice(3.0, 15.0)}
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), "openai_chat", limits=Limits(usd=5.0), prices=prices) as gw:
+        gw.server.protocols.insert(0, types.SimpleNamespace(matches=openai_chat.matches, respond=respond))
+        statuses = [
+            gw.post(*call("openai_chat", False, turns)[:2], auth("authorization", gw.token))[0] for turns in (0, 1)
+        ]
+        summary = gw.gateway.stop()
+    assert statuses == [200, 429]
+    assert summary["exhausted"] == "usage unreadable: 1 answer without readable usage, which the USD limit cannot count"
+    (first, _) = gw.log()
+    assert first["usage_unreadable"] == "the answer's usage states no output_tokens"
+    assert first["usage"]["input_tokens"] == 1200 and summary["input_tokens"] == 1200 and summary["cost_usd"] is None
+
+
+@pytest.mark.parametrize("limits", [Limits(), Limits(requests=5)], ids=["no-limit", "requests"])
+def test_without_a_token_or_usd_limit_answers_without_usage_pass_and_are_counted(tmp_path, limits):
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), "anthropic", limits=limits) as gw:
+        serve_without_usage(gw)
+        statuses = [gw.post(*call("anthropic", True, turns)[:2], auth("x-api-key", gw.token))[0] for turns in (0, 1, 2)]
+        summary = gw.gateway.stop()
+    assert statuses == [200] * 3
+    assert (summary["requests"], summary["unmetered_answers"], summary["exhausted"]) == (3, 3, None)
+    assert summary["cost_usd"] is None and summary["refused"] == {}
+
+
+def test_a_gemini_stream_without_sse_is_metered(tmp_path):
+    """streamGenerateContent without alt=sse answers a JSON array of responses, not SSE:
+    its usage is read from the array (a stream's shape is no way around the meter)."""
+    plan = Plan(MODEL, STEPS)
+    with gateway_before(tmp_path, plan, "gemini", limits=Limits(tokens=10**6)) as gw:
+        body = {"contents": []}
+        status, data = gw.post(f"/v1beta/models/{MODEL}:streamGenerateContent", body, auth("x-goog-api-key", gw.token))
+        summary = gw.gateway.stop()
+    assert status == 200 and isinstance(json.loads(data), list)
+    assert (summary["input_tokens"], summary["output_tokens"]) == (1200, 40)
+    assert (summary["unmetered_answers"], summary["exhausted"]) == (0, None)

@@ -185,6 +185,63 @@ def test_the_meter_says_which_limit_is_reached(limits, calls, reached):
     assert meter.exhausted() == reached
 
 
+UNREADABLE_TOKENS = "usage unreadable: 1 answer without readable usage, which the tokens limit cannot count"
+
+
+@pytest.mark.parametrize(
+    ("limits", "answers", "reached"),
+    [
+        (Limits(tokens=10**6), [(200, None, True)], UNREADABLE_TOKENS),
+        (Limits(tokens=10**6), [(200, TokenUsage(5, 0), False)], UNREADABLE_TOKENS),  # part of its usage
+        (Limits(tokens=10**6), [(204, None, True)], UNREADABLE_TOKENS),  # any success
+        (
+            Limits(usd=1.0, tokens=10**6),
+            [(200, None, True), (200, TokenUsage(5, 5), True), (201, None, True)],
+            "usage unreadable: 2 answers without readable usage, which the tokens and USD limit cannot count",
+        ),
+        (Limits(tokens=10**6), [(500, None, True), (400, None, True), (0, None, True)], None),  # failures bill nothing
+        (Limits(requests=3), [(200, None, True)], None),  # a request count counts it like any other
+        (Limits(), [(200, None, True)], None),
+    ],
+)
+def test_under_a_token_or_usd_limit_an_answer_without_readable_usage_exhausts_the_budget(limits, answers, reached):
+    meter = Meter(limits)
+    for status, usage, readable in answers:
+        meter.add(status, 1.0, usage, 0.0 if usage else None, readable)
+    assert meter.exhausted() == reached
+    unmetered = sum(200 <= s < 300 and (u is None or not r) for s, u, r in answers)
+    assert meter.summary()["unmetered_answers"] == unmetered
+    assert (meter.summary()["cost_usd"] is None) == (unmetered > 0)  # never a partial sum
+
+
+@pytest.mark.parametrize(
+    ("protocol", "events", "why"),
+    [
+        ("anthropic", [{"type": "message_start", "message": {"usage": {"input_tokens": 5}}}],
+         "the answer's usage states no output_tokens"),
+        ("openai_responses", [{"type": "response.completed", "response": {"usage": None}}],
+         "the answer states no usage"),
+        ("openai_chat", [{"usage": {"prompt_tokens": 5, "completion_tokens": -1}}],
+         "the answer's usage states no output_tokens"),
+        ("openai_chat", [{"usage": {"prompt_tokens": 10**12, "completion_tokens": 1}}],
+         "the answer's usage states no input_tokens"),
+        ("openai_chat", [{"choices": []}], "the answer states no usage"),
+        # Gemini leaves out a zero count: a prompt count alone is its whole usage
+        ("gemini", [{"usageMetadata": {"promptTokenCount": 9}}], None),
+        ("gemini", [{"usageMetadata": {"candidatesTokenCount": 9}}], "the answer's usage states no input_tokens"),
+        # Gemini's stream without alt=sse: a JSON array of responses
+        ("gemini", [[{"usageMetadata": {"promptTokenCount": 9}}, {"usageMetadata": {"candidatesTokenCount": 4,
+                                                                                  "promptTokenCount": 9}}]], None),
+        ("anthropic", [{"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}], None),
+    ],
+)  # fmt: skip
+def test_which_answers_usage_is_readable(protocol, events, why):
+    reader = UsageReader(protocol)
+    for event in events:
+        reader.feed(event)
+    assert reader.unreadable() == why
+
+
 def test_the_meter_counts_failures_at_the_end_and_answers_without_usage():
     meter = Meter()
     for status in (500, 200, 503, 0, 429):

@@ -4,6 +4,18 @@
 Only the provider's own answers count: the tokens each answer states (a stream's
 included), priced by ``ptb_harness.gateway.prices``. The limits are checked before each
 model call: a call in flight when a limit is crossed completes, the next one is refused.
+
+Metering fails closed: under a token or USD limit, a successful answer whose usage the
+gateway cannot read (none stated, or not its protocol's input and output counts) ends the
+session as if the limit were reached ("usage unreadable"), for an agent that can make its
+provider answer without usage (a protocol option, a stream's shape, an endpoint variant)
+would otherwise spend without limit. No estimate is charged instead: the bytes of a request
+and its answer bound neither what the provider bills (server-side state such as Responses'
+previous_response_id or Gemini's cachedContent bills a context the request does not carry;
+hidden reasoning bills output the answer does not show), so an estimate undercharges the
+very agent that hides its usage. A request-count limit counts such an answer like any
+other. Without a limit, the answer is counted (``unmetered_answers``) and the cost is
+unknown, never a partial sum.
 """
 
 from __future__ import annotations
@@ -44,7 +56,7 @@ class Meter:
     cached_tokens: int = 0
     cache_write_tokens: int = 0
     cost_usd: float = 0.0
-    #: model calls whose answer stated no usage, and answers without a price
+    #: successful model calls whose usage could not be read, and answers without a price
     unmetered: int = 0
     unpriced: int = 0
     #: every answer's HTTP status (0: the provider could not be reached), the gateway's
@@ -67,16 +79,26 @@ class Meter:
             return f"tokens {self.tokens} of {lim.tokens}"
         if lim.requests is not None and self.requests >= lim.requests:
             return f"requests {self.requests} of {lim.requests}"
+        counted = [name for name, limit in (("tokens", lim.tokens), ("USD", lim.usd)) if limit is not None]
+        if counted and self.unmetered:
+            n = self.unmetered
+            return (
+                f"usage unreadable: {n} answer{'s' if n > 1 else ''} without readable usage, "
+                f"which the {' and '.join(counted)} limit cannot count"
+            )
         return None
 
-    def add(self, status: int, latency_ms: float, usage: TokenUsage | None, cost: float | None) -> None:
-        """One model call passed to the provider, and its answer."""
+    def add(
+        self, status: int, latency_ms: float, usage: TokenUsage | None, cost: float | None, readable: bool = True
+    ) -> None:
+        """One model call passed to the provider, and its answer (``readable``: its usage
+        is its protocol's whole statement; without usage it is not)."""
         self.requests += 1
         self.statuses[status] += 1
         self.latencies_ms.append(latency_ms)
         self.failure_streak = self.failure_streak + 1 if provider_failed(status) else 0
+        self.unmetered += 200 <= status < 300 and (usage is None or not readable)
         if usage is None:
-            self.unmetered += status == 200
             return
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
@@ -95,8 +117,10 @@ class Meter:
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
             "cache_write_tokens": self.cache_write_tokens,
-            # unknown (None) when an answer with tokens had no price: never a partial sum
-            "cost_usd": round(self.cost_usd, 6) if not self.unpriced else None,
+            # unknown (None) when an answer with tokens had no price, or an answer's usage
+            # could not be read: never a partial sum
+            "cost_usd": round(self.cost_usd, 6) if not (self.unpriced or self.unmetered) else None,
+            "unmetered_answers": self.unmetered,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -105,7 +129,6 @@ class Meter:
         return {
             **self.totals(),
             "source": "gateway",
-            "unmetered_answers": self.unmetered,
             "unpriced_answers": self.unpriced,
             "http_errors": errors,
             "statuses": {str(s): n for s, n in sorted(self.statuses.items())},

@@ -124,22 +124,43 @@ def _count(obj: Any, *keys: str) -> int | None:
     return obj
 
 
+#: The counts an answer of each protocol must state for its usage to be read: its input
+#: and its output. Gemini's JSON leaves out a count that is zero (proto3), so an answer
+#: without candidates states no output; every answer states its prompt.
+REQUIRED_FIELDS: dict[Protocol, tuple[str, ...]] = {
+    "anthropic": ("input", "output"),
+    "openai_responses": ("input", "output"),
+    "openai_chat": ("input", "output"),
+    "gemini": ("input",),
+}
+
+
 class UsageReader:
     """Reads one answer's usage from its JSON body or its stream's events (fed in order).
 
     Each protocol states usage its own way; the last value a stream states for a field
     wins (Anthropic sends the input in message_start and the output, cumulative, in
-    message_delta; Gemini repeats usageMetadata in every chunk)."""
+    message_delta; Gemini repeats usageMetadata in every chunk). A JSON array (Gemini's
+    streamGenerateContent without ``alt=sse``) is its elements in order."""
 
     def __init__(self, protocol: Protocol):
         self.protocol = protocol
         self.fields: dict[str, int] = {}
 
     def feed(self, event: Any) -> None:
-        if isinstance(event, dict):
-            for key, value in _usage_fields(self.protocol, event).items():
-                if value is not None:
-                    self.fields[key] = value
+        for item in event if isinstance(event, list) else [event]:
+            if isinstance(item, dict):
+                for key, value in _usage_fields(self.protocol, item).items():
+                    if value is not None:
+                        self.fields[key] = value
+
+    def unreadable(self) -> str | None:
+        """Why the answer's usage cannot be read (no usage, or not the counts its protocol
+        always states: a missing, negative or absurd count), or None when it can."""
+        if not self.fields:
+            return "the answer states no usage"
+        missing = [f"{k}_tokens" for k in REQUIRED_FIELDS[self.protocol] if k not in self.fields]
+        return f"the answer's usage states no {' and no '.join(missing)}" if missing else None
 
     def usage(self) -> TokenUsage | None:
         f = self.fields

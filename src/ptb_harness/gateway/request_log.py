@@ -7,9 +7,11 @@ provider could not be reached), ``latency_ms`` (arrival to the answer's end), ``
 (to the provider's headers), ``usage`` (the answer's own tokens, or null), ``cost_usd``
 and ``price_source``, ``refused`` (why the gateway answered itself: ``token``, ``path``,
 ``llm_budget``, ``unpriced``, ``body``; else null), ``error`` (what went wrong on the
-way, else null), ``request`` and ``response`` (``bytes``: the body's size; ``body``: the
-body, every secret redacted, cut to its head and tail past the size cap, ``cut``: bytes
-left out) and ``totals`` (the meter after this request).
+way, else null), ``usage_unreadable`` (why a successful model call's usage could not be
+read, else null: under a token or USD limit the session ends), ``request`` and
+``response`` (``bytes``: the body's size; ``body``: the body, every secret redacted, cut
+to its head and tail past the size cap, ``cut``: bytes left out) and ``totals`` (the
+meter after this request).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ helpers pass); the budget is checked before a model call; the request goes to th
 upstream unchanged but for the key (and, for a streamed Chat Completions call, a request
 for its usage); the answer comes back unchanged, a stream chunk by chunk, and the meter
 reads its usage (a stream's once it ended: SseUsage; one the agent stops reading is read
-to its end, as the provider bills it); one line goes to llm_log.jsonl. Events for the harness (ready, budget
+to its end, as the provider bills it; one whose usage it cannot read ends the session
+under a token or USD limit: meter.py); one line goes to llm_log.jsonl. Events for the harness (ready, budget
 exhausted, the final summary) are JSON lines on stdout.
 """
 
@@ -80,6 +81,8 @@ class Exchange:
     price_source: str | None = None
     refused: str | None = None
     error: str | None = None
+    #: why a successful model call's usage could not be read (the meter fails closed)
+    usage_unreadable: str | None = None
     request: CappedBody | None = None
     response: CappedBody | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -224,6 +227,7 @@ class Gateway:
                     return await self._stream(request, up, headers, ex, reader, close)
                 data = await up.content.read()
                 ex.response.add(data)
+                # a JSON object, or an array of them (Gemini's stream without alt=sse)
                 if reader is not None and b"sage" in data:
                     reader.feed(loads_bounded(data)[0])
                 answer = web.Response(status=up.status, headers=headers, body=data)
@@ -277,7 +281,10 @@ class Gateway:
         if ex.usage is not None:
             cost = self.prices.cost(ex.model, ex.protocol, ex.usage)
             ex.cost_usd, ex.price_source = cost.usd, cost.source
-        self.meter.add(ex.status, (time.time() - ex.started) * 1000, ex.usage, ex.cost_usd)
+        if 200 <= ex.status < 300:
+            ex.usage_unreadable = reader.unreadable()
+        readable = ex.usage_unreadable is None
+        self.meter.add(ex.status, (time.time() - ex.started) * 1000, ex.usage, ex.cost_usd, readable)
 
     def _finish(self, ex: Exchange) -> None:
         self.log.write(
@@ -296,6 +303,7 @@ class Gateway:
                 "price_source": ex.price_source,
                 "refused": ex.refused,
                 "error": ex.error,
+                "usage_unreadable": ex.usage_unreadable,
                 "request": ex.request.record(self.redact) if ex.request else None,
                 "response": ex.response.record(self.redact) if ex.response else None,
                 "totals": self.meter.totals(),

@@ -7,7 +7,8 @@ whose content is either one ``functionCall`` part (the CLI's shell tool,
 ``run_shell_command``, with ``{"command": ...}``) or one text part, ``finishReason: STOP``,
 and ``usageMetadata`` (promptTokenCount includes cachedContentTokenCount, as the real API
 counts). Requests for another model (Gemini CLI's router and its flash-lite helpers) get
-a short plain answer with zero usage.
+a short plain answer with zero usage. ``streamGenerateContent`` without ``alt=sse`` is,
+as in the real API, a JSON array of those responses (Gemini CLI always asks for SSE).
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ def respond(request: Request, plan: Plan) -> Response:
     }
     if m.group("verb") == "generateContent":
         return json_response(answer)
+    if "alt=sse" not in request.path.partition("?")[2]:  # the API's stream without SSE: a JSON array
+        return json_response([answer])
 
     def events() -> Iterator[bytes]:
         yield sse(None, answer)
