@@ -39,7 +39,7 @@ def hf_home() -> Iterator[Path]:
     os.environ.update(SCORER_ENV)
     # another test module may have imported `datasets` already (the judge's tests do), and
     # it read its cache paths then: point them here too, as a fresh import would
-    patched = _point_datasets_here()
+    patched = _point_datasets_here() | _point_inspect_evals_here()
     try:
         yield HF_HOME
     finally:
@@ -70,6 +70,24 @@ def _point_datasets_here() -> dict:
     old = {(config, name): getattr(config, name) for name in new}
     for name, value in new.items():
         setattr(config, name, value)
+    return old
+
+
+def _point_inspect_evals_here() -> dict:
+    """inspect_evals reads INSPECT_EVALS_CACHE_DIR once, when any of its modules is first
+    imported, and bfcl fixes its data path from it then: if another test module imported it
+    first (the HumanEval tests do), point both at SCORER_ENV's cache, or bfcl would clone
+    its data from GitHub into ~/.cache. Returns the old values to restore."""
+    cache = Path(SCORER_ENV["INSPECT_EVALS_CACHE_DIR"])
+    targets = [
+        (sys.modules.get("inspect_evals.constants"), "INSPECT_EVALS_CACHE_PATH", cache),
+        (sys.modules.get("inspect_evals.bfcl.bfcl"), "DATASET_LOCATION", cache / "BFCL"),
+        (sys.modules.get("inspect_evals.bfcl.bfcl"), "FUNC_SOURCE_LOCATION", cache / "BFCL" / "func_source_code"),
+    ]
+    old = {(module, name): getattr(module, name) for module, name, _ in targets if module is not None}
+    for module, name, value in targets:
+        if module is not None:
+            setattr(module, name, value)
     return old
 
 
