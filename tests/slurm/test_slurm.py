@@ -80,11 +80,16 @@ def probe_job_id() -> int:
 
 
 def test_demo_campaign_through_slurm(tmp_path, slurm_profile):
-    """The demo (tiny model, noop and demo_sft, real scorer) with every job submitted to Slurm."""
+    """The demo (tiny model, noop and demo_sft, real scorer) with every job submitted to Slurm.
+
+    With a third of the demo's agent time: that the fine-tuning beats the baseline is
+    tests/workflow/test_demo.py's claim, on the same agents and scorer; here the jobs, their
+    records and the rerun are checked, and the CPU time goes to the other tests."""
     workdir = tmp_path / "campaign"
     (workdir / "config").mkdir(parents=True)
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     config["paths"] = {"agents_dir": str(REPO / "agents"), "tasks_dir": str(REPO / "tasks")}
+    config["hours"] = [0.015]  # 54 s: demo_sft trains ~40 s and saves a model
     (workdir / "config/config.yaml").write_text(yaml.safe_dump(config))
 
     before = probe_job_id()
@@ -105,7 +110,9 @@ def test_demo_campaign_through_slurm(tmp_path, slurm_profile):
         assert before_run < job < after, f"{agent}'s solve ran as Slurm job {job}"
         assert solve["scheduler"]["SLURM_JOB_PARTITION"] == "debug"
         scores[agent] = json.loads((cdir / "metrics.json").read_text())["accuracy"]
-    assert scores["demo_sft"] > scores["noop"] + 0.3, scores
+        assert 0.0 <= scores[agent] <= 1.0
+    assert json.loads((cells["demo_sft"] / "solve.json").read_text())["final_model_files"] > 0
+    assert scores["noop"] <= 0.05, "the random base model should not add numbers"
     # tiny model, 2 solves, 2 evaluates: 5 Slurm jobs (parse_trace and collect run locally)
     assert after - before_run - 1 == 5
 
