@@ -8,10 +8,18 @@ from pathlib import Path
 import pytest
 
 from ptb_harness.gateway.config import GatewayConfig
+from ptb_harness.gateway.meter import Meter
 from ptb_harness.gateway.process import GatewayProcess
 from ptb_harness.runtime.procs import ProcessResult
 from ptb_harness.runtime.sandbox import Endpoint
-from ptb_harness.stages.llm_gateway import SANDBOX_PORT, agent_endpoints, agent_env, listens_on_socket
+from ptb_harness.stages.llm_gateway import (
+    SANDBOX_PORT,
+    agent_endpoints,
+    agent_env,
+    listens_on_socket,
+    provider_failure,
+    rotate_request_log,
+)
 from ptb_harness.stages.solve_record import end_of
 
 
@@ -65,3 +73,48 @@ def test_a_session_the_gateway_refused_at_its_budget_ends_llm_budget_exhausted(s
     """From the gateway's own record (refused.llm_budget), not from how the CLI exited: Codex
     exits 1 on the refusal, often before the harness's stop lands."""
     assert end_of(ProcessResult(status, code, sig, 0.0, 1.0), llm) == expected
+
+
+def test_an_earlier_attempts_request_log_moves_aside_and_none_is_overwritten(tmp_path):
+    """Its attempt is read from its first line's start (a line holds a request body: Codex's
+    first is 40 KB), a log that does not say it is kept under another name."""
+    log = tmp_path / "llm_log.jsonl"
+    log.write_text('{"n":1,"attempt":3,"request":{"body":"' + "x" * 100_000 + '"}}\n')
+    rotate_request_log(tmp_path)
+    for _ in range(2):
+        log.write_text("not a log line\n")
+        rotate_request_log(tmp_path)
+    rotate_request_log(tmp_path)  # none there: nothing to do
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["llm_log.attempt-3.jsonl", "llm_log.attempt-earlier.2.jsonl", "llm_log.attempt-earlier.jsonl"]
+    assert len((tmp_path / "llm_log.attempt-3.jsonl").read_text()) > 100_000
+
+
+def summary(*statuses: int) -> dict:
+    """A gateway summary after answers with these statuses (the meter's own counting)."""
+    meter = Meter()
+    for status in statuses:
+        meter.add(status, 1.0, None, None)
+    return meter.summary()
+
+
+@pytest.mark.parametrize(
+    ("statuses", "how", "infra"),
+    [
+        ((200, 503, 503, 503), ("exited", 1, None), True),  # past the CLI's retries
+        ((200, 503, 503, 503), ("exited", 0, None), True),
+        ((200, 0, 502, 429), ("exited", 1, None), True),  # unreachable, a bad gateway, a quota
+        ((200, 401), ("exited", 1, None), True),  # the site's key refused
+        ((200, 503), ("exited", 1, None), True),  # one failure, then the CLI gave up
+        ((200, 503), ("exited", 0, None), False),  # one failure, then the CLI ended well
+        ((503, 503, 503, 200), ("exited", 1, None), False),  # it recovered: the exit is the agent's
+        ((200, 400, 404), ("exited", 1, None), False),  # the agent's own bad requests
+        ((200, 503, 503, 503), ("timeout", None, 15), False),  # the time limit ended it
+        ((200, 503, 503, 503), ("stopped", None, 15), False),  # stopped by the harness (LLM budget)
+    ],
+)
+def test_which_session_ends_are_the_providers_failure(statuses, how, infra):
+    """The solve stage's rule (README 'When the gateway fails'): infra_failed after a
+    provider's failures at the end of a session the agent ended itself."""
+    why = provider_failure(summary(*statuses), ProcessResult(*how, 0.0, 1.0))
+    assert (why is not None) is infra, why
