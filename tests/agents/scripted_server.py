@@ -196,10 +196,10 @@ class ScriptedServer:
 
     def failure(self, proto: Any, request: Request) -> Response | None:
         """The provider's error for a turn the plan fails (``{"fail": status}``), or None."""
-        body = request.json()
-        if not isinstance(body, dict):
+        body, turns = request.json(), getattr(proto, "count_model_turns", None)
+        if not isinstance(body, dict) or turns is None:  # a protocol without turns fails none
             return None
-        step = self.plan.step_for(proto.count_model_turns(body))
+        step = self.plan.step_for(turns(body))
         if "fail" not in step:
             return None
         message = f"stand-in: the provider failed (HTTP {step['fail']})"

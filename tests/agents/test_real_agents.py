@@ -31,6 +31,8 @@ import shlex
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -547,6 +549,19 @@ def kill_the_gateway_after_its_first_call(cell: Path, attempt: int, done: thread
     return killed
 
 
+def spend_shown(workdir: Path) -> dict:
+    """What `ptb-harness status --json` says the campaign's one entry spent, and its text
+    output's line for that entry."""
+    cmd = [sys.executable, "-m", "ptb_harness", "status", "--spend", "--workdir", str(workdir)]
+    env = {**os.environ, "CONDOR_CONFIG": os.devnull}
+    shown = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env, check=True).stdout)
+    spend = shown["llm_spend"]
+    assert spend["entries"].keys() == {"codex-test"} and spend["unknown_cells"] == 0
+    text = subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
+    assert f"  codex-test  {format_usd(spend['cost_usd'])} in 1 cell, {spend['requests']} requests" in text, text
+    return {k: spend[k] for k in ("cells", "requests", "cost_usd")}
+
+
 def test_a_gateway_that_dies_fails_the_solve_in_the_harness_and_a_rerun_is_the_next_attempt(tmp_path):
     """One Codex cell under bwrap, run twice. 1: the gateway is killed while the agent's
     tool runs: the agent is stopped at once and the solve fails in the harness
@@ -579,6 +594,8 @@ def test_a_gateway_that_dies_fails_the_solve_in_the_harness_and_a_rerun_is_the_n
     assert state["reason"].startswith("the LLM gateway exited with code -9 during the solve"), state
     assert dying.seconds < 20  # the agent stopped at once, not at its tool's end
     assert processes_under(dying.job_root) == [] and not (cell / "solve.json").exists()
+    first = dying.plan.total_sent()
+    assert spend_shown(dying.workdir) == {"cells": 1, "requests": 1, "cost_usd": pytest.approx(priced(first))}
 
     steps = [{"shell": COPY_MODEL.replace("printenv K", f"printenv {case.key_var}"), **usage(1200, 40, 300)}]
     solved = attempt([*steps, {"text": "final_model is saved.", **usage(1500, 9, 1000)}])
@@ -588,5 +605,8 @@ def test_a_gateway_that_dies_fails_the_solve_in_the_harness_and_a_rerun_is_the_n
     (earlier,) = solve["earlier_attempts"]
     assert earlier["n"] == 1 and earlier["failure"].startswith("the LLM gateway exited with code -9"), earlier
     assert sorted(p.name for p in cell.glob("llm_log*.jsonl")) == ["llm_log.attempt-1.jsonl", "llm_log.jsonl"]
+    # status: what the campaign spent so far, the failed attempt's calls included
+    both = priced(first) + priced(solved.plan.total_sent())
+    assert spend_shown(solved.workdir) == {"cells": 1, "requests": 3, "cost_usd": pytest.approx(both)}
     for root in (solved.workdir, solved.job_root):
         assert files_containing(root, key) == []

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ptb_harness.core.cell_files import USAGE, UsageRecord
 from ptb_harness.core.text import markdown_table
+from ptb_harness.results.llm_spend import usd_text
 
 #: usage.json's quantities, as cells.csv columns
 TOKEN_USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls", "resumes")
@@ -59,7 +60,7 @@ def format_usd(value: Any) -> str:
     $0.00 when it is not 0); ``unknown`` when it is not known."""
     if value is None or pd.isna(value):
         return "unknown"
-    return f"${value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
+    return usd_text(value)
 
 
 def gateway_cost_by_entry(table: pd.DataFrame) -> pd.DataFrame | None:

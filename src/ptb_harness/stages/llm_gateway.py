@@ -97,10 +97,10 @@ def rotate_request_log(cell_dir: Path) -> None:
     with open(path, "rb") as f:
         found = _LOG_LINE_START.match(f.read(64))
     k = found.group(1).decode() if found else "earlier"
-    target, n = cell_dir / f"llm_log.attempt-{k}.jsonl", 1
+    target, n = cell_dir / cell_files.llm_log_of(k), 1
     while target.exists():
         n += 1
-        target = cell_dir / f"llm_log.attempt-{k}.{n}.jsonl"
+        target = cell_dir / cell_files.llm_log_of(f"{k}.{n}")
     path.rename(target)
 
 
