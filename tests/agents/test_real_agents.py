@@ -306,6 +306,10 @@ def assert_the_sandbox_held_no_key(case: AgentCase, result, key: str) -> str:
     assert f"/home/ben/{case.token_file}" in inventory["files"]  # where the CLI holds its credential
     assert any(case.cli in p.get("argv", "") for p in inventory["procs"]), inventory["procs"]
     assert all(isinstance(p["environ"], int) for p in inventory["procs"])  # every environ was read
+    # the gateway is outside the sandbox's PID namespace, and the provider's URL (the
+    # entry's base-URL variable) is its upstream only: neither is in the sandbox's view
+    assert not any("ptb_harness.gateway" in p.get("argv", "") for p in inventory["procs"])
+    assert result.server.url.encode() not in dump
     tokens = set(re.findall(rb"PTB_LLM_TOKEN=(ptbgw-[0-9a-f]{48})", dump))
     assert len(tokens) == 1, tokens  # the CLI's own credential was in its view
     token = tokens.pop().decode()
@@ -484,9 +488,16 @@ def test_the_llm_budget_stops_the_session_and_forged_usage_changes_nothing(tmp_p
     assert solve["description"].startswith("stopped at its LLM budget (tokens 2749 of 2500")
     # refused until the harness's stop lands (the CLI may retry at once)
     assert solve["llm"]["refused"]["llm_budget"] >= 1
+    sent = result.plan.total_sent()
     if scored:
         assert result.json("metrics.json")["accuracy"] == 0.75  # the model it left is scored
-    sent = result.plan.total_sent()
+        # the cost shown (cells.csv, the leaderboard) is the price table on the server's usage
+        tables = result.workdir / "results" / "tables"
+        row = next(csv.DictReader((tables / "cells.csv").open()))
+        assert (row["outcome"], float(row["cost_usd"])) == ("scored", pytest.approx(priced(sent)))
+        board = (tables / "leaderboard.md").read_text()
+        (entry_row,) = [ln for ln in board.splitlines() if ln.split(" | ")[1:2] == [f"{case.dir}-test"]]
+        assert entry_row.endswith(f"| {format_usd(priced(sent))} |"), entry_row
     # two answers of the plan; nothing past the cap reached the provider (every request
     # that did was metered, side calls included)
     assert len(result.plan.sent_usage) == 2
