@@ -495,6 +495,7 @@ def test_the_llm_budget_stops_the_session_and_forged_usage_changes_nothing(tmp_p
         tables = result.workdir / "results" / "tables"
         row = next(csv.DictReader((tables / "cells.csv").open()))
         assert (row["outcome"], float(row["cost_usd"])) == ("scored", pytest.approx(priced(sent)))
+        assert "input_tokens: gateway 2700, agent reported" in row["usage_disagreement"]  # the forgery, as evidence
         board = (tables / "leaderboard.md").read_text()
         (entry_row,) = [ln for ln in board.splitlines() if ln.split(" | ")[1:2] == [f"{case.dir}-test"]]
         assert entry_row.endswith(f"| {format_usd(priced(sent))} |"), entry_row

@@ -20,6 +20,9 @@ TOKEN_USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "cost_u
 #: where usage.json's tokens and cost come from (a cells.csv column): ``gateway`` (the cell's
 #: LLM gateway metered the provider's answers) or ``trace`` (the agent's own figures)
 USAGE_SOURCE = "usage_source"
+#: usage.json's ``disagreement`` (a cells.csv column): where the trace's own figures differ
+#: from the gateway's by more than 10%, in words (evidence: forged usage in the trace)
+USAGE_DISAGREEMENT = "usage_disagreement"
 
 
 def cell_token_usage(cell_dir: Path | None) -> dict[str, Any]:
@@ -30,6 +33,8 @@ def cell_token_usage(cell_dir: Path | None) -> dict[str, Any]:
         v = getattr(record, key)
         out[key] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
     out[USAGE_SOURCE] = record.source if record.source in ("gateway", "trace") else None
+    text = record.disagreement
+    out[USAGE_DISAGREEMENT] = text[:500] if isinstance(text, str) and out[USAGE_SOURCE] == "gateway" else None
     return out
 
 
