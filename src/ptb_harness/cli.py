@@ -6,9 +6,10 @@
 
 ptb-harness collect [--workdir D] [--profile P] [--campaign FILE]
     Write the tables and plots from whatever exists (unscored cells shown as such).
-ptb-harness status [--workdir D] [--profile P] [--campaign FILE] [--json | --targets [--include-agent-failed]] [--all]
+ptb-harness status [--workdir D] [--profile P] [--campaign FILE] [--json | --targets [--include-agent-failed]]
+                   [--all] [--spend]
     The campaign's grid and its unscored cells with their evidence, read from the cell
-    dirs without building the Snakemake DAG.
+    dirs without building the Snakemake DAG; with --spend, the LLM spend so far per entry.
 ptb-harness plot-cell CELL_DIR [-o PNG]
     One cell's GPU memory and utilisation over time, from its gpu_monitor.csv.
 ptb-harness parse-trace RAW OUT
@@ -80,13 +81,13 @@ def _status(args: argparse.Namespace) -> int:
     from ptb_harness.results.status import as_json, campaign_status, render, targets
 
     campaign = load_config_files(args.workdir, args.profile, args.campaign)
-    statuses = campaign_status(campaign)
+    statuses = campaign_status(campaign, spend=args.spend)
     if args.targets:
         print("\n".join(targets(statuses, include_agent_failed=args.include_agent_failed)))
     elif args.json:
-        print(as_json(campaign, statuses))
+        print(as_json(campaign, statuses, spend=args.spend))
     else:
-        print(render(campaign, statuses, show_pending=args.all))
+        print(render(campaign, statuses, show_pending=args.all, spend=args.spend))
     return 0
 
 
@@ -226,6 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         help="with --targets, also list agent_failed cells (an agent's failure is final: they are left out)",
     )
     p.add_argument("--all", action="store_true", help="also list pending cells one by one")
+    p.add_argument(
+        "--spend",
+        action="store_true",
+        help="also what the agents spent on their models so far, per entry, from their cells' LLM gateway logs "
+        "(running cells and earlier attempts included; reads every cell's logs)",
+    )
     p.set_defaults(func=_status)
     p = sub.add_parser("plot-cell", help="one cell's GPU memory and utilisation over time (PNG)")
     p.add_argument("cell_dir", help="the cell's directory (results/cells/<agent>/<task>/<model>/<setting>)")

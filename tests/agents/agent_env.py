@@ -80,24 +80,27 @@ def run_agent_cell(
     model server (a test stand-in), with every proxy variable pointing at a second
     stand-in that records whatever a CLI would send to any other host (under runtime
     none: a bwrap sandbox, with site.network none, reaches no host but through its
-    gateway). ``task_files`` are copied into the task dir (the agent's working dir)."""
+    gateway). ``task_files`` are copied into the task dir (the agent's working dir). Called
+    again with the same tmp_path, it reruns the campaign (its config rewritten for the new
+    servers and plan): Snakemake redoes what is not done."""
     from conftest import FAKE_EVALUATE, write_task  # the suite's scorer reading final_model
 
     workdir = tmp_path / "campaign"
-    shutil.copytree(REPO / "agents" / agent_dir, workdir / "agents" / agent_dir)
-    write_task(workdir, "fake", FAKE_EVALUATE)
-    for f in task_files:
-        shutil.copyfile(f, workdir / "tasks" / "fake" / f.name)
-    (workdir / "models" / "m1").mkdir(parents=True)
-    (workdir / "models" / "m1" / "config.json").write_text('{"score": 0.75}')
     profile = tmp_path / "profile"
-    shutil.copytree(REPO / "profiles" / "local", profile)
-    site = yaml.safe_load((profile / "site.yaml").read_text())
     job_root = tmp_path / "scratch"
-    job_root.mkdir(exist_ok=True)
-    site["site"].update(agent_cli_prefix=str(CLI_PREFIX), tmp_root=str(job_root), keep_job_dir=True)
-    site["site"].update(runtime=runtime, network="none" if runtime == "bwrap" else "internet")
-    (profile / "site.yaml").write_text(yaml.safe_dump(site))
+    if not workdir.exists():
+        shutil.copytree(REPO / "agents" / agent_dir, workdir / "agents" / agent_dir)
+        write_task(workdir, "fake", FAKE_EVALUATE)
+        for f in task_files:
+            shutil.copyfile(f, workdir / "tasks" / "fake" / f.name)
+        (workdir / "models" / "m1").mkdir(parents=True)
+        (workdir / "models" / "m1" / "config.json").write_text('{"score": 0.75}')
+        shutil.copytree(REPO / "profiles" / "local", profile)
+        site = yaml.safe_load((profile / "site.yaml").read_text())
+        job_root.mkdir(exist_ok=True)
+        site["site"].update(agent_cli_prefix=str(CLI_PREFIX), tmp_root=str(job_root), keep_job_dir=True)
+        site["site"].update(runtime=runtime, network="none" if runtime == "bwrap" else "internet")
+        (profile / "site.yaml").write_text(yaml.safe_dump(site))
     with ScriptedServer(plan, protocols) as server, ScriptedServer(Plan("none", []), []) as proxy:
         env_vars = {k: v.replace("{url}", server.url) for k, v in base_url_env.items()}
         env_vars.update(dict.fromkeys(PROXY_VARS, proxy.url))
@@ -111,7 +114,7 @@ def run_agent_cell(
             "runs": [1],
             "solve": {"timeout_margin_minutes": 0, "kill_grace_seconds": 2, **(solve or {})},
         }
-        (workdir / "config").mkdir()
+        (workdir / "config").mkdir(exist_ok=True)
         (workdir / "config" / "config.yaml").write_text(yaml.safe_dump(config))
         env = {**os.environ, **secrets, "CONDOR_CONFIG": os.devnull}
         for k in PROXY_VARS:  # the harness's own environment stays unproxied

@@ -8,7 +8,8 @@ settings; it answers in the provider's wire protocol (one plug-in per protocol u
 Plan: ``Plan(model, steps)``; each step is ``{"shell": "<command>"}`` (the model calls
 its shell tool with that command) or ``{"text": "..."}`` (a final answer), each with
 ``"usage": {"input_tokens", "output_tokens", "cached_tokens"}`` (``input_tokens``
-includes the cached ones; each protocol maps them to its own fields).
+includes the cached ones; each protocol maps them to its own fields), or ``{"fail": 503}``
+(the provider failing that turn, every time it is asked: an error body with that status).
 
 Which step answers a request is decided from the request alone (stateless, so a CLI's
 retry gets the same answer): the number of model turns already in the conversation
@@ -190,8 +191,19 @@ class ScriptedServer:
         path = request.path.split("?", 1)[0]
         for proto in self.protocols:
             if proto.matches(request.method, path):
-                return proto.respond(request, self.plan)
+                return self.failure(proto, request) or proto.respond(request, self.plan)
         return not_found(request)
+
+    def failure(self, proto: Any, request: Request) -> Response | None:
+        """The provider's error for a turn the plan fails (``{"fail": status}``), or None."""
+        body, turns = request.json(), getattr(proto, "count_model_turns", None)
+        if not isinstance(body, dict) or turns is None:  # a protocol without turns fails none
+            return None
+        step = self.plan.step_for(turns(body))
+        if "fail" not in step:
+            return None
+        message = f"stand-in: the provider failed (HTTP {step['fail']})"
+        return json_response({"error": {"type": "api_error", "code": "server_error", "message": message}}, step["fail"])
 
     def start(self) -> ScriptedServer:
         self._thread.start()

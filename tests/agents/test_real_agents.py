@@ -21,6 +21,7 @@ stdout changes nothing of usage.json, and an LLM token cap stops the session
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import json
 import os
@@ -28,7 +29,12 @@ import re
 import secrets
 import shlex
 import shutil
+import signal
 import socket
+import subprocess
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -300,6 +306,10 @@ def assert_the_sandbox_held_no_key(case: AgentCase, result, key: str) -> str:
     assert f"/home/ben/{case.token_file}" in inventory["files"]  # where the CLI holds its credential
     assert any(case.cli in p.get("argv", "") for p in inventory["procs"]), inventory["procs"]
     assert all(isinstance(p["environ"], int) for p in inventory["procs"])  # every environ was read
+    # the gateway is outside the sandbox's PID namespace, and the provider's URL (the
+    # entry's base-URL variable) is its upstream only: neither is in the sandbox's view
+    assert not any("ptb_harness.gateway" in p.get("argv", "") for p in inventory["procs"])
+    assert result.server.url.encode() not in dump
     tokens = set(re.findall(rb"PTB_LLM_TOKEN=(ptbgw-[0-9a-f]{48})", dump))
     assert len(tokens) == 1, tokens  # the CLI's own credential was in its view
     token = tokens.pop().decode()
@@ -478,9 +488,17 @@ def test_the_llm_budget_stops_the_session_and_forged_usage_changes_nothing(tmp_p
     assert solve["description"].startswith("stopped at its LLM budget (tokens 2749 of 2500")
     # refused until the harness's stop lands (the CLI may retry at once)
     assert solve["llm"]["refused"]["llm_budget"] >= 1
+    sent = result.plan.total_sent()
     if scored:
         assert result.json("metrics.json")["accuracy"] == 0.75  # the model it left is scored
-    sent = result.plan.total_sent()
+        # the cost shown (cells.csv, the leaderboard) is the price table on the server's usage
+        tables = result.workdir / "results" / "tables"
+        row = next(csv.DictReader((tables / "cells.csv").open()))
+        assert (row["outcome"], float(row["cost_usd"])) == ("scored", pytest.approx(priced(sent)))
+        assert "input_tokens: gateway 2700, agent reported" in row["usage_disagreement"]  # the forgery, as evidence
+        board = (tables / "leaderboard.md").read_text()
+        (entry_row,) = [ln for ln in board.splitlines() if ln.split(" | ")[1:2] == [f"{case.dir}-test"]]
+        assert entry_row.endswith(f"| {format_usd(priced(sent))} |"), entry_row
     # two answers of the plan; nothing past the cap reached the provider (every request
     # that did was metered, side calls included)
     assert len(result.plan.sent_usage) == 2
@@ -499,3 +517,108 @@ def test_the_llm_budget_stops_the_session_and_forged_usage_changes_nothing(tmp_p
     assert (refused["refused"], refused["status"]) == ("llm_budget", 400 if name == "claude" else 429)
     assert "LLM budget is exhausted" in refused["response"]["body"]
     assert_key_only_in_auth_header(case, result, key)
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether pid is a descendant of ancestor (its parents read from /proc)."""
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        if pid == ancestor:
+            return True
+    return False
+
+
+def kill_the_gateway_after_its_first_call(cell: Path, attempt: int, done: threading.Event) -> list[int]:
+    """In a thread: once the cell's gateway of this attempt has logged a model call,
+    SIGKILL it (the pid the solve log names for this attempt, checked to be the gateway
+    this test's Snakemake started)."""
+    killed: list[int] = []
+    log = cell / "logs" / "solve.log"
+    gateway_pid = re.compile(rf"\(attempt {attempt}\)\n(?:.*\n)*?.*LLM gateway pid (\d+)")
+
+    def called() -> bool:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            return json.loads((cell / "llm_log.jsonl").read_text().splitlines()[0])["attempt"] == attempt
+        return False
+
+    def watch() -> None:
+        while not done.is_set():
+            found = gateway_pid.search(log.read_text()) if log.exists() else None
+            if found and called():
+                pid = int(found.group(1))
+                assert b"ptb_harness.gateway" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                assert descends_from(pid, os.getpid())
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return killed
+
+
+def spend_shown(workdir: Path) -> dict:
+    """What `ptb-harness status --json` says the campaign's one entry spent, and its text
+    output's line for that entry."""
+    cmd = [sys.executable, "-m", "ptb_harness", "status", "--spend", "--workdir", str(workdir)]
+    env = {**os.environ, "CONDOR_CONFIG": os.devnull}
+    shown = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env, check=True).stdout)
+    spend = shown["llm_spend"]
+    assert spend["entries"].keys() == {"codex-test"} and spend["unknown_cells"] == 0
+    text = subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
+    assert f"  codex-test  {format_usd(spend['cost_usd'])} in 1 cell, {spend['requests']} requests" in text, text
+    return {k: spend[k] for k in ("cells", "requests", "cost_usd")}
+
+
+def test_a_gateway_that_dies_fails_the_solve_in_the_harness_and_a_rerun_is_the_next_attempt(tmp_path):
+    """One Codex cell under bwrap, run twice. 1: the gateway is killed while the agent's
+    tool runs: the agent is stopped at once and the solve fails in the harness
+    (infra_failed), naming the gateway's death. 2: a rerun solves the cell as attempt 2,
+    its record naming the first try and why it failed (the one-attempt rule: every try
+    counted; the leaderboard lists the cell as solved more than once). A provider's 5xx
+    takes the same path (llm_record): tests/gateway and the table of provider_failure; a
+    real CLI is not run for it, for Codex 0.171.0 retries 30 times over 25 s first."""
+    case = CASES["codex"]
+    cli_bin(case.cli)
+    key = f"{case.key_prefix}{secrets.token_hex(12)}"
+
+    def attempt(steps):
+        return run_agent_cell(
+            tmp_path, case.dir, {"name": "codex-test", "model": case.model}, Plan(case.model, steps),
+            list(case.protocols), secrets={case.key_var: key}, base_url_env=case.base_url_env,
+            solve={"llm_prices": {case.model: PRICE}}, targets=SOLVED, runtime="bwrap",
+        )  # fmt: skip
+
+    cell = tmp_path / "campaign" / "results" / "cells" / "codex-test" / "fake" / "m1" / "0.01h-0gpu-run1"
+    done = threading.Event()
+    killed = kill_the_gateway_after_its_first_call(cell, 1, done)
+    try:
+        dying = attempt([{"shell": "sleep 20", **usage(100, 5, 0)}, {"text": "never reached", **usage(100, 5, 0)}])
+    finally:
+        done.set()
+    assert killed and dying.snakemake.returncode != 0
+    state = json.loads((cell / "solve.state.json").read_text())
+    assert state["state"] == "failed"
+    assert state["reason"].startswith("the LLM gateway exited with code -9 during the solve"), state
+    assert dying.seconds < 20  # the agent stopped at once, not at its tool's end
+    assert processes_under(dying.job_root) == [] and not (cell / "solve.json").exists()
+    first = dying.plan.total_sent()
+    assert spend_shown(dying.workdir) == {"cells": 1, "requests": 1, "cost_usd": pytest.approx(priced(first))}
+
+    steps = [{"shell": COPY_MODEL.replace("printenv K", f"printenv {case.key_var}"), **usage(1200, 40, 300)}]
+    solved = attempt([*steps, {"text": "final_model is saved.", **usage(1500, 9, 1000)}])
+    assert solved.snakemake.returncode == 0, solved.snakemake.stderr[-3000:]
+    solve = solved.json("solve.json")
+    assert (solve["status"], solve["attempt"]) == ("exited", 2)
+    (earlier,) = solve["earlier_attempts"]
+    assert earlier["n"] == 1 and earlier["failure"].startswith("the LLM gateway exited with code -9"), earlier
+    assert sorted(p.name for p in cell.glob("llm_log*.jsonl")) == ["llm_log.attempt-1.jsonl", "llm_log.jsonl"]
+    # status: what the campaign spent so far, the failed attempt's calls included
+    both = priced(first) + priced(solved.plan.total_sent())
+    assert spend_shown(solved.workdir) == {"cells": 1, "requests": 3, "cost_usd": pytest.approx(both)}
+    for root in (solved.workdir, solved.job_root):
+        assert files_containing(root, key) == []

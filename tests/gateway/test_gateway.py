@@ -21,6 +21,8 @@ from scripted_server import SSE_HEADERS, Response, sse
 from ptb_harness.gateway.meter import Limits
 from ptb_harness.gateway.prices import ModelPrice
 from ptb_harness.gateway.server import BUDGET_STATUS, SseUsage
+from ptb_harness.runtime.procs import ProcessResult
+from ptb_harness.stages.llm_gateway import provider_failure
 
 MODEL = "m-main"
 STEPS = [{"shell": "ls", **usage(1200, 40, 300)}, {"text": "done", **usage(1500, 9, 1000)}]
@@ -165,7 +167,10 @@ def test_the_budget_refuses_the_call_after_its_limit(tmp_path, limits, allowed, 
             path, body, header = call("anthropic", True, turns)
             status, data = gw.post(path, body, auth(header, gw.token))
             statuses.append(status)
-        assert gw.gateway.exhausted.wait(10)
+            # the refusal is said to the harness before the agent hears it: once synced,
+            # the harness knows (no wait: an agent may exit the moment it is refused)
+            assert gw.gateway.sync()
+            assert gw.gateway.exhausted.is_set() is (status == 400)
         summary = gw.gateway.stop()
     assert statuses == [200] * allowed + [400] * (4 - allowed)
     answer = json.loads(data)
@@ -198,6 +203,23 @@ def test_provider_failures_pass_through_and_are_counted(tmp_path):
     assert status == 502 and json.loads(data)["error"]["type"] == "api_error"
     assert summary["statuses"] == {"0": 1} and summary["provider_failure_streak"] == 1
     assert gw.log()[0]["error"].startswith("the provider could not be reached")
+
+
+def test_a_provider_failing_with_5xx_is_passed_on_and_ends_the_session_as_the_infrastructures(tmp_path):
+    """The provider answers 503 to every call (what a CLI retries, then gives up on): each
+    answer passes to the agent unchanged, nothing is billed, and the session's end is the
+    provider's failure (the solve stage's rule, applied to this gateway's summary)."""
+    with gateway_before(tmp_path, Plan(MODEL, [{"fail": 503}]), "openai_responses") as gw:
+        path, body, header = call("openai_responses", True)
+        answers = [gw.post(path, body, auth(header, gw.token)) for _ in range(3)]
+        summary = gw.gateway.stop()
+    assert {status for status, _ in answers} == {503}
+    assert json.loads(answers[0][1])["error"]["message"] == "stand-in: the provider failed (HTTP 503)"
+    assert len(gw.server.recorded()) == 3 and gw.server.plan.sent_usage == []
+    assert (summary["statuses"], summary["provider_failure_streak"], summary["cost_usd"]) == ({"503": 3}, 3, 0.0)
+    assert summary["unmetered_answers"] == 0  # a failure bills nothing: no usage is no unreadable usage
+    why = provider_failure(summary, ProcessResult("exited", 1, None, 0.0, 1.0))
+    assert why == "the LLM provider failed the last 3 model call(s) of the session (HTTP statuses 503: 3)"
 
 
 def test_the_log_is_sanitized_and_capped(tmp_path):

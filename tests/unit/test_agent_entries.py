@@ -102,3 +102,37 @@ def test_resume_only_after_a_clean_early_exit_with_enough_time_left():
     assert not should_resume(ProcessResult("exited", 1, None, 0.0, 1.0), 1900, 1800)
     assert not should_resume(ProcessResult("timeout", None, 15, 0.0, 1.0), 1900, 1800)
     assert resume_message(2 * 3600 + 5 * 60 + 59).startswith("You still have 2h 5m remaining")
+
+
+def test_an_entrys_llm_budget_replaces_only_the_keys_it_names(tmp_path):
+    """A key the entry does not name keeps the campaign's limit (the schema filled every
+    key with null, which removed the campaign's USD and requests limits from an entry that
+    named only tokens); a key it names as null is no limit."""
+    from ptb_harness.gateway.meter import Limits
+    from ptb_harness.stages.llm_gateway import cell_limits
+
+    wd = _workdir(tmp_path)
+    entries = [
+        {"name": "tight", "dir": "claude", "llm_budget": {"tokens": 5000, "usd": None}},
+        {"name": "loose", "dir": "claude"},
+    ]
+    campaign = load_config(_config(entries, solve={"llm_budget": {"usd": 2.5, "requests": 100}}), wd)
+    limits = {c.agent: cell_limits(campaign, c) for c in campaign.cells()}
+    assert limits == {"tight": Limits(usd=None, tokens=5000, requests=100), "loose": Limits(2.5, None, 100)}
+
+
+@pytest.mark.parametrize(
+    ("budget", "message"),
+    [
+        ({"dollars": 3}, "agents[0].llm_budget: Additional properties are not allowed ('dollars' was unexpected)"),
+        ({"tokens": -1}, "agents[0].llm_budget.tokens: -1 is less than the minimum of 1"),
+        ({"tokens": 2.5}, "agents[0].llm_budget.tokens: 2.5 is not of type 'integer', 'null'"),
+        ({"usd": True}, "agents[0].llm_budget.usd: True is not of type 'number', 'null'"),
+        ("10 dollars", "agents[0].llm_budget: '10 dollars' is not of type 'object'"),
+    ],
+)
+def test_a_bad_llm_budget_is_one_line_naming_its_key(tmp_path, budget, message):
+    wd = _workdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        load_config(_config([{"name": "x", "dir": "claude", "llm_budget": budget}]), wd)
+    assert str(e.value) == message

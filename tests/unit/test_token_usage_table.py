@@ -8,6 +8,7 @@ import pandas as pd
 
 from ptb_harness.results.token_usage import (
     TOKEN_USAGE_COLUMNS,
+    USAGE_DISAGREEMENT,
     USAGE_SOURCE,
     cell_token_usage,
     format_usd,
@@ -26,7 +27,8 @@ def test_cell_usage_reads_numbers_and_keeps_unknown_as_none(tmp_path):
     got = cell_token_usage(tmp_path)
     assert got["input_tokens"] == 10 and got["cost_usd"] == 0.5
     assert got["output_tokens"] is None and got["turns"] is None and got["tool_calls"] is None
-    assert cell_token_usage(tmp_path / "missing") == dict.fromkeys((*TOKEN_USAGE_COLUMNS, USAGE_SOURCE))
+    columns = (*TOKEN_USAGE_COLUMNS, USAGE_SOURCE, USAGE_DISAGREEMENT)
+    assert cell_token_usage(tmp_path / "missing") == dict.fromkeys(columns)
     assert got[USAGE_SOURCE] is None  # no source stated: the trace's, from before the gateway
     for source, read in (("gateway", "gateway"), ("trace", "trace"), ("forged", None), (["gateway"], None)):
         (tmp_path / "usage.json").write_text(json.dumps({"source": source}))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ptb_harness.traces import parse_trace_file
+from ptb_harness.traces.token_usage import TokenUsage
 
 
 def usage_of(tmp_path: Path, events: list[dict]) -> tuple[str, dict]:
@@ -124,3 +125,27 @@ def test_lines_both_claude_code_and_qwen_code_write_are_claudes_without_a_qwen_m
     assert fmt == "claude"
     fmt, _usage = usage_of(tmp_path, [qw_init("a"), shared, shared, result])
     assert fmt == "qwen"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "counted"),
+    [
+        ("input_tokens", 1000, 1000),
+        ("input_tokens", 0, 0),
+        ("input_tokens", -4_999_000, None),  # a forged negative event would cancel real usage
+        ("input_tokens", 10**10 + 1, None),  # absurd for one event
+        ("input_tokens", float("nan"), None),
+        ("input_tokens", float("inf"), None),
+        ("input_tokens", True, None),
+        ("input_tokens", "5000", None),
+        ("cost_usd", 42.5, 42.5),
+        ("cost_usd", -41.5, None),
+        ("cost_usd", 10_000.01, None),
+    ],
+)
+def test_trace_usage_refuses_negative_and_absurd_numbers(field, value, counted):
+    """What one trace event may add (a tool writing into the CLI's stdout forges events):
+    a number from 0 to 10**10 tokens, or to $10,000; anything else adds nothing."""
+    usage = TokenUsage()
+    usage.add(field, value)
+    assert getattr(usage, field) == counted

@@ -78,6 +78,12 @@ def llm_log_of(attempt: str) -> str:
     return f"llm_log.attempt-{attempt}.jsonl"
 
 
+def is_llm_log(name: str) -> bool:
+    """Whether a cell dir's entry is a request log: this attempt's or an earlier one's."""
+    head, _, tail = llm_log_of("*").partition("*")
+    return name == LLM_LOG or (name.startswith(head) and name.endswith(tail) and len(name) > len(head + tail))
+
+
 #: the stages that write into a cell dir, in the order they run
 STAGES = ("solve", "parse_trace", "evaluate", "judge")
 

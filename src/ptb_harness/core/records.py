@@ -127,6 +127,27 @@ def read_record_head(path: str | Path, limit: int) -> tuple[bytes | None, str, i
     return data, "", st.st_size
 
 
+def read_record_tail(path: str | Path, limit: int) -> tuple[bytes | None, str]:
+    """(its last `limit` bytes, '') of a regular file, or (None, why not), opened as
+    read_record_head opens it (no link followed, no device or FIFO read); '' as the
+    reason means no file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as e:
+        return None, f"cannot be read ({e.strerror})"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file"
+        return os.pread(fd, limit, max(0, st.st_size - limit)), ""
+    except OSError as e:
+        return None, f"cannot be read ({e.strerror})"
+    finally:
+        os.close(fd)
+
+
 def read_record_bytes(path: str | Path, limit: int) -> tuple[bytes | None, str]:
     """(data, '') of a regular file of at most `limit` bytes, or (None, why not), read as
     read_record_head reads (no link followed, no device opened)."""

@@ -1,10 +1,11 @@
 """The gateway process: ``python -m ptb_harness.gateway``, started by the solve stage.
 
 It reads its GatewayConfig as one JSON line on stdin, listens (a Unix socket, or a
-loopback TCP port), says ``{"event": "ready", ...}`` on stdout, and serves until its stdin
-closes (the harness stopping it, or dying: the gateway never outlives it) or it gets
-SIGTERM; then it waits briefly for the requests in flight and says
-``{"event": "summary", "meter": ...}``.
+loopback TCP port), says ``{"event": "ready", ...}`` on stdout, answers each ``sync <n>``
+line on stdin with ``{"event": "synced", "n": <n>}`` (after every event it said before:
+the harness's barrier), and serves until its stdin closes (the harness stopping it, or
+dying: the gateway never outlives it) or it gets SIGTERM; then it waits briefly for the
+requests in flight and says ``{"event": "summary", "meter": ...}``.
 """
 
 from __future__ import annotations
@@ -92,13 +93,17 @@ async def _main() -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
 
-    def wait_for_eof() -> None:
-        while sys.stdin.buffer.read(4096):
-            pass
+    def read_stdin() -> None:
+        # each line "sync <n>" is answered on stdout after every event said before it
+        # (on the loop, which says them all); EOF stops the gateway
+        while line := sys.stdin.buffer.readline(256):
+            word, _, n = line.strip().partition(b" ")
+            if word == b"sync" and n.isdigit():
+                loop.call_soon_threadsafe(emit_line, {"event": "synced", "n": int(n)})
         loop.call_soon_threadsafe(stop.set)
 
     # a daemon thread: a blocked read must not hold the process at exit (SIGTERM case)
-    threading.Thread(target=wait_for_eof, name="stdin-eof", daemon=True).start()
+    threading.Thread(target=read_stdin, name="stdin", daemon=True).start()
     summary = await serve(config, stop)
     emit_line({"event": "summary", "meter": summary})
     return 0

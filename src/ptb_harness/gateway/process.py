@@ -1,5 +1,6 @@
 """The harness's side of a cell's gateway: start the process, learn where it listens,
-hear when the budget is exhausted, stop it and collect its meter.
+hear when the budget is exhausted (sync(): every event it said so far heard), stop it and
+collect its meter.
 
 The gateway is a child of the harness (outside every sandbox), started with the
 harness's interpreter and package; its config, the real key included, goes down its
@@ -51,6 +52,9 @@ class GatewayProcess:
         #: set when the agent must be stopped: its budget is spent, or the gateway died
         self.stop_agent = threading.Event()
         self._ready = threading.Event()
+        #: the last ``sync`` the gateway answered (sync())
+        self._synced = threading.Condition()
+        self._sync_sent = self._sync_answered = 0
         self._reader: threading.Thread | None = None
         self._stopping = False
 
@@ -96,9 +100,29 @@ class GatewayProcess:
                 self.stop_agent.set()
             elif kind == "summary":
                 self.summary = event.get("meter")
+            elif kind == "synced":
+                with self._synced:
+                    self._sync_answered = int(event.get("n") or 0)
+                    self._synced.notify_all()
         self._ready.set()  # it ended: nobody waits for a ready that never comes
         if not self._stopping:  # it died: the agent can reach no model any more
             self.stop_agent.set()
+
+    def sync(self, timeout_s: float = 5.0) -> bool:
+        """Wait until every event the gateway said before now is handled here (an agent that
+        exits at once on a refusal can end before its ``llm_budget_exhausted`` is read).
+        False when the gateway did not answer in time, or is gone."""
+        if self.proc is None or self.proc.stdin is None or not self.alive():
+            return False
+        with self._synced:
+            self._sync_sent += 1
+            n = self._sync_sent
+            try:
+                self.proc.stdin.write(f"sync {n}\n".encode())
+                self.proc.stdin.flush()
+            except (OSError, ValueError):
+                return False
+            return self._synced.wait_for(lambda: self._sync_answered >= n, timeout_s)
 
     @property
     def pid(self) -> int:

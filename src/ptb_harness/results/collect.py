@@ -23,6 +23,7 @@ from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_ma
 from ptb_harness.results.outcome import CellRecords, cell_outcomes, local_liveness
 from ptb_harness.results.token_usage import (
     TOKEN_USAGE_COLUMNS,
+    USAGE_DISAGREEMENT,
     USAGE_SOURCE,
     cell_token_usage,
     typed_token_usage,
@@ -60,6 +61,7 @@ CELL_COLUMNS = [
     "eval_attempts",
     *TOKEN_USAGE_COLUMNS,
     USAGE_SOURCE,
+    USAGE_DISAGREEMENT,
     *VERDICT_COLUMNS,
     "solve_attempts",
     "cell_dir",

@@ -3,8 +3,10 @@
 A grid with a row per agent and model and a column per task. Each entry has one mark
 per cell (hours, GPUs and repeat, in that order): S scored, F scored but flagged by the
 judge (or not judged yet, with the judge on), A agent_failed, I infra_failed, R running,
-. pending. Under it, the counts per outcome and every cell
-that failed or runs, with its evidence.
+. pending. Under it, the counts per outcome, with ``--spend`` what the agents spent on
+their models so far per entry (their cells' LLM gateways' logs, running cells and earlier
+attempts included: a listing and a read more per cell, so only when asked), and every
+cell that failed or runs, with its evidence.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ptb_harness.core.cell_files import JUDGEMENT_OVERRIDE, METRICS
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.text import terminal_line, valid_text
 from ptb_harness.results.flags import cell_flag
+from ptb_harness.results.llm_spend import Spend, cell_spend, spend_line
 from ptb_harness.results.outcome import (
     FLAGGED_MARK,
     MARKS,
@@ -50,12 +53,15 @@ class CellStatus:
     override: str = ""
     #: a metrics.json exists (whether or not the records vouch for it)
     metrics_present: bool = False
+    #: what its LLM gateways metered, every attempt (None: no request log)
+    spend: Spend | None = None
 
     @property
     def mark(self) -> str:
         return FLAGGED_MARK if self.flag and self.outcome == "scored" else MARKS[self.outcome]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, spend: bool = False) -> dict[str, Any]:
+        spent = {"llm_spend": self.spend.record() if self.spend is not None else None} if spend else {}
         return {
             **self.cell.wildcards,
             "outcome": self.outcome,
@@ -63,12 +69,14 @@ class CellStatus:
             "evidence": valid_text(self.evidence),
             "target": self.target,
             "flag": valid_text(self.flag),
+            **spent,
         }
 
 
-def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[CellStatus]:
-    """The outcome of every cell; a record of a running stage is checked against this
-    host's processes and (asked once, only if needed) Slurm's queue."""
+def campaign_status(campaign: Campaign, alive: Liveness | None = None, spend: bool = False) -> list[CellStatus]:
+    """The outcome of every cell (with ``spend``, what its LLM gateways metered); a record
+    of a running stage is checked against this host's processes and (asked once, only if
+    needed) Slurm's queue."""
     results = campaign.settings.paths.results_dir_text
     root = str(campaign.results_dir)  # resolved once, not per cell
     alive = alive or local_liveness(live_slurm_jobs)
@@ -92,6 +100,7 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[C
             metrics_present=any(v is not None for v in (rec.metrics, rec.metrics_sha256, rec.metrics_problem)),
             ptb_lookup=(flag.ptb_lookup_justification or "the PTB-lookup verdict") if flag and flag.ptb_lookup else "",
             override=flag.override if flag else "",
+            spend=cell_spend(cell_dir) if spend else None,
         )
 
     return map_cells(read, rels)
@@ -100,6 +109,30 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None) -> list[C
 def counts(statuses: list[CellStatus]) -> dict[str, int]:
     c = Counter(s.outcome for s in statuses)
     return {k: c.get(k, 0) for k in OUTCOMES}
+
+
+def spend_by_entry(statuses: list[CellStatus]) -> tuple[Spend, dict[str, Spend], int]:
+    """(the campaign's spend, each entry's, the cells running among those spending)."""
+    total, entries, running = Spend(), {}, 0
+    for s in statuses:
+        if s.spend is not None:
+            total += s.spend
+            entries[s.cell.agent] = entries.get(s.cell.agent, Spend()) + s.spend
+            running += s.outcome == "running"
+    return total, entries, running
+
+
+def spend_lines(statuses: list[CellStatus]) -> list[str]:
+    """The LLM spend so far, the campaign's and per entry (read with campaign_status's
+    ``spend``); none when no cell has a log."""
+    total, entries, running = spend_by_entry(statuses)
+    if not entries:
+        return ["LLM spend so far: no cell has a gateway log"]
+    now = f", {running} running" if running else ""
+    out = [f"LLM spend so far (the cells' gateways{now}): {spend_line(total)}"]
+    width = max(len(terminal_line(e)) for e in entries)
+    out += [f"  {terminal_line(e):<{width}}  {spend_line(entries[e])}" for e in sorted(entries)]
+    return out
 
 
 def grid(statuses: list[CellStatus]) -> list[str]:
@@ -123,7 +156,7 @@ def _where(s: CellStatus) -> str:
     return terminal_line(s.target.removesuffix(f"/{METRICS}"))
 
 
-def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = False) -> str:
+def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = False, spend: bool = False) -> str:
     """The grid, counts and listed cells; every text from the records is one terminal_line
     (an agent's ESC bytes or newlines in its evidence never reach the terminal raw)."""
     total = counts(statuses)
@@ -134,6 +167,7 @@ def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = 
         f"marks: {marks_legend(flagged=True)} (hours, GPUs, repeat)",
     ]
     out += grid(statuses)
+    out += ["", *spend_lines(statuses)] if spend else []
     listed = [s for s in statuses if s.outcome != "scored" and (show_pending or s.outcome != "pending")]
     if listed:
         out += ["", "cells without a score:"]
@@ -167,16 +201,23 @@ def render(campaign: Campaign, statuses: list[CellStatus], show_pending: bool = 
     return "\n".join(out)
 
 
-def as_json(campaign: Campaign, statuses: list[CellStatus]) -> str:
+def as_json(campaign: Campaign, statuses: list[CellStatus], spend: bool = False) -> str:
+    spent = {"llm_spend": _spend_json(statuses)} if spend else {}
     return json.dumps(
         {
             "campaign": campaign.name,
             "results_dir": str(campaign.results_dir),
             "counts": counts(statuses),
-            "cells": [s.as_dict() for s in statuses],
+            **spent,
+            "cells": [s.as_dict(spend) for s in statuses],
         },
         indent=1,
     )
+
+
+def _spend_json(statuses: list[CellStatus]) -> dict[str, Any]:
+    total, entries, running = spend_by_entry(statuses)
+    return {**total.record(), "running_cells": running, "entries": {e: entries[e].record() for e in sorted(entries)}}
 
 
 def targets(statuses: list[CellStatus], include_agent_failed: bool = False) -> list[str]:

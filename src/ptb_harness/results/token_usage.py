@@ -13,12 +13,16 @@ import pandas as pd
 
 from ptb_harness.core.cell_files import USAGE, UsageRecord
 from ptb_harness.core.text import markdown_table
+from ptb_harness.results.llm_spend import usd_text
 
 #: usage.json's quantities, as cells.csv columns
 TOKEN_USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls", "resumes")
 #: where usage.json's tokens and cost come from (a cells.csv column): ``gateway`` (the cell's
 #: LLM gateway metered the provider's answers) or ``trace`` (the agent's own figures)
 USAGE_SOURCE = "usage_source"
+#: usage.json's ``disagreement`` (a cells.csv column): where the trace's own figures differ
+#: from the gateway's by more than 10%, in words (evidence: forged usage in the trace)
+USAGE_DISAGREEMENT = "usage_disagreement"
 
 
 def cell_token_usage(cell_dir: Path | None) -> dict[str, Any]:
@@ -29,6 +33,8 @@ def cell_token_usage(cell_dir: Path | None) -> dict[str, Any]:
         v = getattr(record, key)
         out[key] = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
     out[USAGE_SOURCE] = record.source if record.source in ("gateway", "trace") else None
+    text = record.disagreement
+    out[USAGE_DISAGREEMENT] = text[:500] if isinstance(text, str) and out[USAGE_SOURCE] == "gateway" else None
     return out
 
 
@@ -59,7 +65,7 @@ def format_usd(value: Any) -> str:
     $0.00 when it is not 0); ``unknown`` when it is not known."""
     if value is None or pd.isna(value):
         return "unknown"
-    return f"${value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
+    return usd_text(value)
 
 
 def gateway_cost_by_entry(table: pd.DataFrame) -> pd.DataFrame | None:

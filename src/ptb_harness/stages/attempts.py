@@ -134,7 +134,7 @@ def earlier_attempts(cell_dir: Path, n: int) -> list[dict[str, Any]]:
     """The evidence of the attempts before n in which the agent ran (or may have: those
     that died without a record), for solve.json; a try whose agent never started (a
     failed CUDA preflight) gave the agent nothing and is left out."""
-    keys = ("n", "started_at", "ended_at", "host", "harness_pid", "agent_pid", "status", "scheduler")
+    keys = ("n", "started_at", "ended_at", "host", "harness_pid", "agent_pid", "status", "failure", "scheduler")
     return [
         {k: a.get(k) for k in keys}
         for a in read_attempts(cell_dir)

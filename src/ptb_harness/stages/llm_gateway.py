@@ -20,8 +20,8 @@ race-free): there the per-attempt token keeps other cells' agents out.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
+import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,17 +82,26 @@ def real_key(agent: AgentSpec, host_env: dict[str, str] | Any) -> tuple[str, str
     )
 
 
-def _rotate_log(cell_dir: Path) -> None:
-    """An earlier attempt's llm_log.jsonl moves aside (llm_log.attempt-<k>.jsonl)."""
+#: The start of every llm_log.jsonl line (RequestLog.write): its attempt is read from there,
+#: for a line holds a request body and can be megabytes long.
+_LOG_LINE_START = re.compile(rb'^\{"n":\d+,"attempt":(\d+),')
+
+
+def rotate_request_log(cell_dir: Path) -> None:
+    """An earlier attempt's llm_log.jsonl moves aside (llm_log.attempt-<k>.jsonl; a name
+    already taken, or a first line that does not say its attempt, gets a suffix: no
+    earlier log is overwritten)."""
     path = cell_dir / cell_files.LLM_LOG
     if not path.exists():
         return
     with open(path, "rb") as f:
-        first = f.readline(4096)
-    k = "earlier"
-    with contextlib.suppress(ValueError, KeyError, TypeError):
-        k = str(int(json.loads(first)["attempt"]))
-    path.rename(cell_dir / f"llm_log.attempt-{k}.jsonl")
+        found = _LOG_LINE_START.match(f.read(64))
+    k = found.group(1).decode() if found else "earlier"
+    target, n = cell_dir / cell_files.llm_log_of(k), 1
+    while target.exists():
+        n += 1
+        target = cell_dir / cell_files.llm_log_of(f"{k}.{n}")
+    path.rename(target)
 
 
 @contextlib.contextmanager
@@ -113,7 +122,7 @@ def cell_gateway(
     entry = campaign.agent_entries.get(cell.agent)
     key_name, key = real_key(agent, host_env)
     solve = campaign.settings.solve
-    _rotate_log(cell_dir)
+    rotate_request_log(cell_dir)
     config = GatewayConfig(
         upstream=upstream_of(agent, dict(entry.env if entry else ())),
         key=key,

@@ -20,6 +20,16 @@ def should_resume(result: ProcessResult, left_s: float, min_left_s: float) -> bo
     return result.status == "exited" and result.exit_code == 0 and left_s >= min_left_s
 
 
+def budget_spent(run: SolveRun) -> bool:
+    """Whether the cell's gateway refused a call at its LLM budget: a CLI that ends well
+    after the refusal (before the harness's stop landed) is not resumed. The gateway is
+    synced first: its refusal is said before the CLI hears it, so it is heard by now."""
+    if run.gateway is None:
+        return False
+    run.gateway.sync()
+    return run.gateway.exhausted.is_set()
+
+
 def resume_message(left_s: float) -> str:
     left = max(0, int(left_s))
     return (
@@ -36,7 +46,12 @@ def resume_while_asked(run: SolveRun, hf_view: HfView, result: ProcessResult) ->
     resumes: list[dict] = []
     deadline = run.started + run.budget_s
     min_left_s = 60 * float(run.campaign.settings.solve.reprompt_min_minutes)
-    while entry is not None and entry.reprompt and should_resume(result, deadline - time.time(), min_left_s):
+    while (
+        entry is not None
+        and entry.reprompt
+        and should_resume(result, deadline - time.time(), min_left_s)
+        and not budget_spent(run)
+    ):
         left = deadline - time.time()
         turn, resumed = _resume_once(run, hf_view, len(resumes) + 1, left)
         resumes.append(resumed)

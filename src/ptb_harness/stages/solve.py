@@ -89,9 +89,11 @@ def run_solve(
             shutil.rmtree(run.job.root, ignore_errors=True)
             run.trace.unlink(missing_ok=True)
             raise
-        except BaseException:
+        except BaseException as e:
             log.error("harness failed; job dir kept for inspection: %s", run.job.root)
-            update_attempt(cell_dir, n, ended_at=iso_utc(time.time()))
+            # why, for the next attempt's record (earlier_attempts): e.g. the LLM gateway died
+            why = str(e)[:500] if isinstance(e, HarnessError) else type(e).__name__
+            update_attempt(cell_dir, n, ended_at=iso_utc(time.time()), failure=why)
             raise
     if not site.keep_job_dir:
         shutil.rmtree(run.job.root, ignore_errors=True)

@@ -15,12 +15,26 @@ from ptb_harness.stages.attempts import earlier_attempts
 from ptb_harness.stages.solve_run import SolveRun
 
 
+def budget_refused(llm: dict | None) -> bool:
+    """Whether the gateway refused a model call because the cell's LLM budget was spent:
+    its own record (``refused.llm_budget``), whatever the CLI did next."""
+    refused = llm.get("refused") if llm is not None else None
+    return isinstance(refused, dict) and isinstance(refused.get("llm_budget"), int) and refused["llm_budget"] > 0
+
+
 def end_of(result: ProcessResult, llm: dict | None) -> tuple[str, str]:
-    """(status, description) of how the agent ended: a stop because its LLM budget was
-    spent is ``llm_budget_exhausted`` (its model is scored, as after a timeout)."""
-    if result.status == "stopped" and llm is not None and llm.get("exhausted"):
-        how = signal.Signals(result.signal).name if result.signal else "?"
-        return "llm_budget_exhausted", f"stopped at its LLM budget ({llm['exhausted']}; {how})"
+    """(status, description) of how the agent ended: once its gateway refused a call at
+    its LLM budget, the session is ``llm_budget_exhausted`` (its model is scored, as after
+    a timeout) however the CLI then ended: stopped by the harness, or exiting (with any
+    code) or crashing first, which a CLI that treats the refusal as fatal does before the
+    harness's stop lands (Codex exits 1 on insufficient_quota). A time limit reached first
+    stays ``timeout``."""
+    if result.status != "timeout" and llm is not None and budget_refused(llm):
+        if result.status == "stopped":
+            how = signal.Signals(result.signal).name if result.signal else "?"
+        else:
+            how = f"after the refusal, the CLI {describe(result).replace('killed', 'was killed')}"
+        return "llm_budget_exhausted", f"stopped at its LLM budget ({llm.get('exhausted')}; {how})"
     return result.status, describe(result)
 
 
