@@ -25,6 +25,8 @@ from test_refusals import REFUSED
 
 from ptb_scorer import chat_template as ct
 
+pytestmark = pytest.mark.slow  # real scorer runs: minutes in all
+
 TASKS = REPO / "tasks"
 
 
