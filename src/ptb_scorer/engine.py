@@ -4,7 +4,15 @@ The backend is vLLM when a GPU is visible and vLLM is installed, transformers ot
 unless ``--backend`` says. Both render prompts with the chat template the harness chose
 (:mod:`ptb_scorer.chat_template`: the base model's, never the one saved with the final
 model) and its variables, the same way (vLLM renders server-side; the transformers
-backend through :mod:`ptb_scorer.hf_backend`, as vLLM would), BOS once, greedy decoding.
+backend through :mod:`ptb_scorer.hf_backend`, as vLLM would), BOS once.
+
+Decoding is PostTrainBench v1.2's: no temperature is set, so the model's own generation
+config decides (vLLM's ``--generation-config auto``; transformers' ``generate`` reads the
+same file), greedy below vLLM's sampling epsilon (:mod:`ptb_scorer.seeds`). A run with a
+run seed gives each request its own seed (:func:`seeded`). The model is loaded once
+(:func:`load_model`: one transformers model or one vLLM server) and serves every seed of
+an attempt.
+
 A run counts only when the log's status is "success": inspect's CLI and API can finish
 with status "error".
 """
@@ -17,12 +25,15 @@ import importlib.util
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ptb_scorer.chat_template import ChatTemplate
 from ptb_scorer.model import CheckedModel
+from ptb_scorer.protocol import emit_model_loaded
+from ptb_scorer.seeds import request_seed
 
 BACKENDS = ("auto", "vllm", "hf")
 #: Packages whose versions each attempt records.
@@ -81,8 +92,11 @@ def engine_spec(
     max_tokens: int,
     tool_calling: bool = False,
     prompt_log: Path | None = None,
+    greedy: bool = False,
 ) -> EngineSpec:
-    """What inspect is asked to run. Pure: the argv/config golden tests check it."""
+    """What inspect is asked to run. Pure: the argv/config golden tests check it.
+    ``greedy``: the model's own temperature decodes greedily (:func:`ptb_scorer.seeds.is_greedy`);
+    vLLM reads it itself, transformers must be told not to sample."""
     if backend == "vllm":
         args: dict[str, Any] = {
             # the server renders every prompt with this file; the final model's template is never read
@@ -96,7 +110,8 @@ def engine_spec(
             args.update(enable_auto_tool_choice=True, tool_call_parser=template.tool_parser)
         if os.environ.get("PTB_VLLM_GPU_MEMORY_UTILIZATION"):
             args["gpu_memory_utilization"] = float(os.environ["PTB_VLLM_GPU_MEMORY_UTILIZATION"])
-        generate: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0}
+        # no temperature: the server takes the model's generation config, as upstream's does
+        generate: dict[str, Any] = {"max_tokens": max_tokens}
         if template.kwargs:
             generate["extra_body"] = {"chat_template_kwargs": dict(template.kwargs)}
         return EngineSpec("vllm", f"vllm/{model.path.resolve()}", args, generate)
@@ -108,8 +123,9 @@ def engine_spec(
             "chat_template_kwargs": dict(template.kwargs),
             # the template writes BOS where the family has one: the tokenizer adds none
             "tokenizer_call_args": {"add_special_tokens": False},
-            # greedy; the hf provider refuses temperature 0 (upstream probe)
-            "do_sample": False,
+            # sampling with the model's generation config (its temperature, top_p, top_k), or
+            # greedy where that temperature is 0 (generate refuses to sample at 0)
+            "do_sample": not greedy,
             "trust_remote_code": False,
         }
         if prompt_log is not None:
@@ -125,16 +141,67 @@ def register(spec: EngineSpec) -> None:
         import ptb_scorer.hf_backend  # noqa: F401  (registers ptb_hf)
 
 
-def run_task(task: Any, spec: EngineSpec, *, limit: int, log_dir: Path | None = None) -> dict[str, Any]:
-    """Run the task; the first scorer's metrics, or EngineFailed."""
+def load_model(spec: EngineSpec) -> Any:
+    """The model every seed of the attempt runs on (an inspect Model: for ``hf`` the loaded
+    transformers model, for ``vllm`` its started server), announced by one
+    PTB_MODEL_LOADED line per load."""
+    from inspect_ai.model import get_model
+
+    register(spec)
+    started = time.monotonic()
+    model = get_model(spec.model, memoize=False, **spec.model_args)
+    emit_model_loaded(spec.backend, time.monotonic() - started)
+    return model
+
+
+def seeded(inner: Any, run_seed: int) -> Any:
+    """The task's solver with each generate() call seeded by
+    :func:`ptb_scorer.seeds.request_seed` (sample id, epoch, the call's index within the
+    sample), as upstream's per_sample_seed: one seed on every request would give every
+    sample the same noise. A solver that passes a seed of its own is an error."""
+    from inspect_ai.solver import Generate, TaskState, solver
+
+    @solver(name="per_request_seed")
+    def per_request_seed() -> Any:
+        async def solve(state: TaskState, generate: Generate) -> TaskState:
+            calls = 0
+
+            async def seeded_generate(state: TaskState, *args: Any, **kwargs: Any) -> TaskState:
+                nonlocal calls
+                if "seed" in kwargs:
+                    raise ValueError(f"the task's solver passed a seed of its own ({kwargs['seed']}) to generate()")
+                kwargs["seed"] = request_seed(run_seed, state.sample_id, state.epoch, calls)
+                calls += 1
+                return await generate(state, *args, **kwargs)
+
+            return await inner(state, seeded_generate)  # type: ignore[arg-type]
+
+        return solve
+
+    return per_request_seed()
+
+
+def run_task(
+    task: Any,
+    spec: EngineSpec,
+    *,
+    limit: int,
+    model: Any = None,
+    run_seed: int | None = None,
+    log_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Run the task on ``model`` (from :func:`load_model`; None: inspect loads one),
+    each request seeded from ``run_seed`` when given; the first scorer's metrics, or
+    EngineFailed."""
     from inspect_ai import eval as inspect_eval
 
     register(spec)
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="ptb-inspect-logs-"))
     logs = inspect_eval(
         task,
-        model=spec.model,
-        model_args=spec.model_args,
+        model=spec.model if model is None else model,
+        model_args=spec.model_args if model is None else {},
+        solver=None if run_seed is None else seeded(task.solver, run_seed),
         limit=None if limit < 0 else limit,
         log_dir=str(log_dir),
         log_format="json",

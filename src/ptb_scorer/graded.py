@@ -29,8 +29,7 @@ from typing import Any
 from ptb_scorer import arena, data, rubric
 from ptb_scorer.llm_client import Endpoint, LLMClient, LLMUnavailable
 from ptb_scorer.model import check_loadable, check_model
-from ptb_scorer.protocol import EXIT_SCORED, emit_info
-from ptb_scorer.task_info import TaskInfo, attempt_record, engine_for
+from ptb_scorer.task_info import Scoring, TaskInfo, attempt_record, engine_for
 
 #: the seed of the question order (upstream shuffles with 42 before taking --limit)
 QUESTION_SEED = 42
@@ -121,8 +120,10 @@ def answers_task(items: list[Item]) -> Any:
     return Task(dataset=MemoryDataset(samples), solver=generate_solver(), scorer=answered(), name="answers")
 
 
-def generate(spec: Any, items: list[Item]) -> dict[str, str]:
-    """The model's answer to every item (uid -> text; a leading <think> block removed)."""
+def generate(spec: Any, items: list[Item], model: Any = None, run_seed: int | None = None) -> dict[str, str]:
+    """The model's answer to every item (uid -> text; a leading <think> block removed), on
+    ``model`` (ptb_scorer.engine.load_model; None: inspect loads one), each request seeded
+    from ``run_seed`` when given."""
     from inspect_ai import eval as inspect_eval
     from inspect_ai.log import read_eval_log
 
@@ -132,8 +133,9 @@ def generate(spec: Any, items: list[Item]) -> dict[str, str]:
     task = answers_task(items)
     logs = inspect_eval(
         task,
-        model=spec.model,
-        model_args=spec.model_args,
+        model=spec.model if model is None else model,
+        model_args=spec.model_args if model is None else {},
+        solver=None if run_seed is None else engine.seeded(task.solver, run_seed),
         log_dir=tempfile.mkdtemp(prefix="ptb-inspect-logs-"),
         log_format="json",
         display="plain",
@@ -154,10 +156,9 @@ def generate(spec: Any, items: list[Item]) -> dict[str, str]:
 
 
 # -- the scoring -------------------------------------------------------------------------------
-def score(name: str, info: TaskInfo, args: argparse.Namespace) -> int:
-    """Score a graded task (ptb_scorer.cli.main calls it for a task whose info.json has uses_grader)."""
-    from ptb_scorer import engine
-
+def prepare(name: str, info: TaskInfo, args: argparse.Namespace) -> Scoring:
+    """A graded task's scoring (ptb_scorer.cli.main runs it for a task whose info.json has
+    uses_grader): the grader there, the model checked, the questions chosen."""
     graded = GRADED[name]
     # the grader first: an agent (or a harness without one) learns it before any GPU work
     endpoint = Endpoint.from_environ()
@@ -174,17 +175,18 @@ def score(name: str, info: TaskInfo, args: argparse.Namespace) -> int:
     random.Random(QUESTION_SEED).shuffle(items)
     if args.limit >= 0:
         items = items[: args.limit]
-    backend, template, spec = engine_for(args, info, checked, args.max_new_tokens)
-    record = {**attempt_record(name, info, args, checked, backend, template), "question_seed": QUESTION_SEED}
+    chosen = engine_for(args, info, checked, args.max_new_tokens)
+    record = {**attempt_record(name, info, args, checked, chosen), "question_seed": QUESTION_SEED}
     record.update(graded.settings)
-    emit_info(record)
-    answers = generate(spec, items)
-    with LLMClient(endpoint) as client:
-        try:
-            metrics = graded.grade(client, items, answers)
-        finally:
-            usage = client.call_stats()
-            print(f"{name}: grader {usage['requests']} requests, {usage['retries']} retries", flush=True)
-    engine.write_json_atomic(Path(args.json_output_file), {**record, **metrics, "grader": usage})
-    print(f"{name}: accuracy={metrics['accuracy']} n_examples={metrics['n_examples']}", flush=True)
-    return EXIT_SCORED
+
+    def score(model: Any, run_seed: int | None) -> dict[str, Any]:
+        answers = generate(chosen.spec, items, model, run_seed)
+        with LLMClient(endpoint) as client:
+            try:
+                metrics = graded.grade(client, items, answers)
+            finally:
+                usage = client.call_stats()
+                print(f"{name}: grader {usage['requests']} requests, {usage['retries']} retries", flush=True)
+        return {**metrics, "grader": usage}
+
+    return Scoring(record, chosen.spec, score)

@@ -9,6 +9,12 @@ request with :func:`ptb_scorer.render.render` (the OpenAI messages and tools ins
 would send to vLLM, prepared as vLLM prepares them), with the chat template and variables
 it is given and nothing else, and the scorer tokenizes without added special tokens
 (``tokenizer_call_args``). Importing the module registers the provider.
+
+A request with a seed (the run's per-request seeds, ``ptb_scorer.engine.seeded``) is
+generated with torch's generator seeded by it, by itself: the generator is global, so a
+seed holds for one request only when no other request shares its batch; its output
+depends on its prompt and seed alone, not on what it was batched with. Requests without
+a seed are batched as inspect batches them.
 """
 
 from __future__ import annotations
@@ -28,6 +34,27 @@ from ptb_scorer.render import render
 
 #: the request being rendered: (OpenAI messages, OpenAI tools), set per generate call
 _REQUEST: contextvars.ContextVar[tuple[list[Any], list[Any]]] = contextvars.ContextVar("ptb_hf_request")
+#: the seed of the request being generated, set per generate call
+_SEED: contextvars.ContextVar[int | None] = contextvars.ContextVar("ptb_hf_seed", default=None)
+
+
+class SeededModel:
+    """The loaded model as one seeded request sees it: ``generate`` seeds torch first. A
+    new object per request, so inspect's batcher (which batches the requests whose
+    generator is the same bound method) generates it alone, in its one batch thread."""
+
+    def __init__(self, model: Any, seed: int) -> None:
+        self._model, self._seed = model, seed
+
+    @property
+    def device(self) -> Any:
+        return self._model.device
+
+    def generate(self, **kwargs: Any) -> Any:
+        import torch
+
+        torch.manual_seed(self._seed)  # the CPU's and every GPU's generator
+        return self._model.generate(**kwargs)
 
 
 def openai_request(messages: list[Any], tools: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -58,12 +85,24 @@ class TemplateHF(HuggingFaceAPI):
         # the log tokenizes with a tokenizer of its own: the generation thread may be using the other
         self._log_tokenizer = AutoTokenizer.from_pretrained(model_path) if self.prompt_log else None
 
+    @property
+    def model(self) -> Any:
+        """The loaded model; for a seeded request, a SeededModel around it."""
+        loaded, seed = getattr(self, "_loaded", None), _SEED.get()
+        return loaded if seed is None or loaded is None else SeededModel(loaded, seed)
+
+    @model.setter
+    def model(self, value: Any) -> None:
+        self._loaded = value
+
     async def generate(self, input: list[Any], tools: list[Any], tool_choice: Any, config: GenerateConfig) -> Any:
         messages = await messages_to_openai(input)
         token = _REQUEST.set(openai_request(messages, tools))
+        seed_token = _SEED.set(config.seed)
         try:
             output: ModelOutput = await super().generate(input, tools, tool_choice, config)
         finally:
+            _SEED.reset(seed_token)
             _REQUEST.reset(token)
         return output
 

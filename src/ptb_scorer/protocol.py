@@ -11,6 +11,18 @@ An attempt's log (the scorer's stdout and stderr, timestamped by the harness) ho
 - ``PTB_GRADER_FAILED: why`` (exit 4): the grader model did not answer; an
   infrastructure failure, never a score.
 - ``PTB_SCORER_ERROR: why`` (exit 2: data missing, 1: anything else).
+- ``PTB_MODEL_LOADED n=N backend=B seconds=S``: the model was loaded (a transformers
+  model, or a vLLM server started), the Nth time in this attempt: one attempt loads it
+  once, whatever its seeds.
+
+With ``--seeds S1,S2,...`` (PostTrainBench v1.2's final evaluation, :mod:`ptb_scorer.seeds`)
+an attempt runs each seed in turn on the one loaded model and writes each seed's metrics
+to its own file (:func:`seed_output` of ``--json-output-file``) as soon as it is scored,
+then prints ``PTB_SEED_SCORED S accuracy=A``; a seed whose run failed prints
+``PTB_SEED_FAILED: S: why`` and the attempt goes on to the next seed, unless
+``--first-seed-gates`` is given and it was the first: then the attempt ends there (exit
+1), as upstream skips the other seeds until the first has succeeded. The harness reads the
+seeds' files, not the exit status, to learn which seeds scored.
 
 Beside the scorer's own lines, the words with which the model libraries refuse a model
 (:data:`MODEL_FAULTS`) also say the model is at fault.
@@ -38,6 +50,9 @@ SCORER_INFO_MARK = "PTB_SCORER_INFO"
 MODEL_INVALID_MARK = "PTB_MODEL_INVALID:"
 GRADER_FAILED_MARK = "PTB_GRADER_FAILED:"
 SCORER_ERROR_MARK = "PTB_SCORER_ERROR:"
+MODEL_LOADED_MARK = "PTB_MODEL_LOADED"
+SEED_SCORED_MARK = "PTB_SEED_SCORED"
+SEED_FAILED_MARK = "PTB_SEED_FAILED:"
 
 EXIT_SCORED = 0
 EXIT_SCORER_ERROR = 1
@@ -74,6 +89,33 @@ def emit_scorer_error(why: str, status: int = EXIT_SCORER_ERROR) -> int:
     return status
 
 
+_loads = 0
+
+
+def emit_model_loaded(backend: str, seconds: float) -> None:
+    """The model was loaded (call once per load: the line counts them)."""
+    global _loads
+    _loads += 1
+    _emit(f"{MODEL_LOADED_MARK} n={_loads} backend={backend} seconds={seconds:.2f}")
+
+
+def emit_seed_scored(seed: int, accuracy: float) -> None:
+    _emit(f"{SEED_SCORED_MARK} {seed} accuracy={accuracy}")
+
+
+def emit_seed_failed(seed: int, why: object) -> None:
+    """One seed's run failed (its reason on one line); the attempt may go on."""
+    text = " ".join(str(why).split())[:300]
+    _emit(f"{SEED_FAILED_MARK} {seed}: {text}")
+
+
+def seed_output(json_output_file: str | os.PathLike[str], seed: int) -> Path:
+    """Where an attempt with seeds writes one seed's metrics: beside ``--json-output-file``
+    (metrics.json -> metrics.seed-72332.json)."""
+    path = Path(json_output_file)
+    return path.with_name(f"{path.stem}.seed-{seed}{path.suffix}")
+
+
 def fail_attempt(error: Exception) -> NoReturn:
     """For scorers whose grader failed: the named reason the harness reads, then exit
     non-zero (no metrics: a failed attempt, never a score)."""
@@ -88,6 +130,8 @@ TAIL_BYTES = 64 * 1024
 
 _SCORER_INFO = re.compile(r"PTB_SCORER_INFO (\{.*\})\s*$", re.M)
 _MODEL_INVALID = re.compile(r"PTB_MODEL_INVALID: (.*)$", re.M)
+_MODEL_LOADED = re.compile(r"PTB_MODEL_LOADED n=(\d{1,6}) ", re.M)
+_SEED_FAILED = re.compile(r"PTB_SEED_FAILED: (\d{1,12}): (.*)$", re.M)
 
 #: What a scorer's log says when the model, not the machine, could not be scored.
 MODEL_FAULTS = re.compile(
@@ -147,6 +191,19 @@ class AttemptLog:
     @property
     def model_fault(self) -> str | None:
         return model_fault(self.tail)
+
+    @property
+    def model_loads(self) -> int:
+        """How many times the attempt loaded the model (the highest PTB_MODEL_LOADED count
+        in the head or the tail; 0 when none shows)."""
+        counts = [int(n) for n in _MODEL_LOADED.findall(self.head) + _MODEL_LOADED.findall(self.tail)]
+        return max(counts, default=0)
+
+    @property
+    def seed_failures(self) -> dict[int, str]:
+        """Why each seed failed, from its PTB_SEED_FAILED line (head or tail; the last one wins)."""
+        found = _SEED_FAILED.findall(self.head) + _SEED_FAILED.findall(self.tail)
+        return {int(seed): why.strip()[:300] for seed, why in found}
 
 
 def read_attempt_log(

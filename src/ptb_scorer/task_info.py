@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ptb_scorer import data
 from ptb_scorer.chat_template import ChatTemplate, Source, TemplateError, choose, load_bundle
 from ptb_scorer.model import CheckedModel
+from ptb_scorer.seeds import is_greedy, model_temperature
 
 if TYPE_CHECKING:  # engine imports inspect's pieces only when it runs
     from ptb_scorer.engine import EngineSpec
@@ -54,8 +56,32 @@ class TaskInfo:
         return self.cap_flag.lstrip("-").replace("-", "_")
 
 
+@dataclass(frozen=True)
+class EngineChoice:
+    """How an attempt generates: the backend, the chat template, the engine spec, and the
+    decoding the model's own generation config asks for."""
+
+    backend: str
+    template: ChatTemplate
+    spec: EngineSpec
+    #: {"temperature": the model's (None: unreadable), "greedy": below vLLM's sampling epsilon}
+    decoding: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """One attempt's scoring, settled before any model loads: what it runs with (the
+    PTB_SCORER_INFO record, the head of every metrics file it writes), its engine, and
+    how one run on the loaded model scores."""
+
+    record: dict[str, Any]
+    spec: EngineSpec
+    #: (the loaded model, the run seed or None) -> that run's metrics (EngineFailed if it failed)
+    score: Callable[[Any, int | None], dict[str, Any]]
+
+
 def attempt_record(
-    name: str, info: TaskInfo, args: argparse.Namespace, checked: CheckedModel, backend: str, template: ChatTemplate
+    name: str, info: TaskInfo, args: argparse.Namespace, checked: CheckedModel, chosen: EngineChoice
 ) -> dict[str, Any]:
     """What an attempt runs with (PTB_SCORER_INFO, and the head of metrics.json)."""
     from ptb_scorer import engine
@@ -65,11 +91,12 @@ def attempt_record(
         "task": name,
         info.cap_name: getattr(args, info.cap_name),
         "limit": args.limit,
-        "engine": backend,
-        "engine_version": versions.get("vllm" if backend == "vllm" else "transformers"),
+        "engine": chosen.backend,
+        "engine_version": versions.get("vllm" if chosen.backend == "vllm" else "transformers"),
         "versions": versions,
         "architecture": checked.architecture,
-        "chat_template": template.record(),
+        "chat_template": chosen.template.record(),
+        "decoding": chosen.decoding,
         "datasets": [data.revision(d) for d in info.datasets],
     }
 
@@ -85,10 +112,8 @@ def task_template(args: argparse.Namespace, info: TaskInfo, checked: CheckedMode
     return choose(source, arch, tool_calling=info.tool_calling, kwargs=info.template_kwargs)
 
 
-def engine_for(
-    args: argparse.Namespace, info: TaskInfo, checked: CheckedModel, max_tokens: int
-) -> tuple[str, ChatTemplate, EngineSpec]:
-    """The backend, the chat template and the engine spec of this run."""
+def engine_for(args: argparse.Namespace, info: TaskInfo, checked: CheckedModel, max_tokens: int) -> EngineChoice:
+    """The backend, the chat template, the engine spec and the decoding of this run."""
     from ptb_scorer import engine
 
     template = task_template(args, info, checked)
@@ -96,6 +121,7 @@ def engine_for(
         why = "no tool-call parser, and the task needs native tool calls"
         raise TemplateError(f"{template.repo} {template.file}: {why}")
     backend = engine.choose_backend(args.backend)
+    temperature = model_temperature(checked.path)
     spec = engine.engine_spec(
         backend,
         checked,
@@ -104,5 +130,6 @@ def engine_for(
         max_tokens=max_tokens,
         tool_calling=info.tool_calling,
         prompt_log=args.prompt_log,
+        greedy=is_greedy(temperature),
     )
-    return backend, template, spec
+    return EngineChoice(backend, template, spec, {"temperature": temperature, "greedy": is_greedy(temperature)})

@@ -6,7 +6,8 @@ humaneval is inspect_evals' task with its check proxied (:mod:`ptb_scorer.proxie
 the tests in a checker process, the model's code in a contained answer process) instead
 of one program in a docker or unsandboxed "local" sandbox. gpqamain is our own Task (inspect_evals ships only
 gpqa_diamond, from a CSV): upstream PostTrainBench's gated HF ``Idavidrein/gpqa``
-gpqa_main, multiple choice with chain of thought, choices shuffled with a fixed seed.
+gpqa_main, multiple choice with chain of thought, choices shuffled with a fixed seed (the
+run seed in a seeded final evaluation, as upstream v1.2's: each seed is another order).
 bfcl is inspect_evals' bfcl on the ``exec_simple`` category with native tool calling
 (its info.json's ``chat_template.tool_calling``);
 at the pinned version its exec categories are scored by matching the call's arguments
@@ -27,15 +28,26 @@ GPQA_SHUFFLE_SEED = 42
 
 @dataclass(frozen=True)
 class TaskDef:
-    build: Callable[[], Any]
+    make: Callable[[], Any]
     #: recorded in metrics.json next to the scores
     settings: dict[str, Any] = field(default_factory=dict)
     #: more to record, computed when the task is scored (the matcher's probes)
     describe: Callable[[], dict[str, Any]] | None = None
+    #: the task with its data fixed by a run seed (gpqamain's choice order), for the
+    #: tasks whose seed is more than the sampling's; and what it records then
+    make_seeded: Callable[[int], Any] | None = None
+    seeded_settings: dict[str, Any] = field(default_factory=dict)
 
-    def record(self) -> dict[str, Any]:
+    def build(self, run_seed: int | None = None) -> Any:
+        """The inspect Task (``run_seed``: the final evaluation's seed, or None)."""
+        if run_seed is not None and self.make_seeded is not None:
+            return self.make_seeded(run_seed)
+        return self.make()
+
+    def record(self, run_seed: int | None = None) -> dict[str, Any]:
         """What metrics.json records of the task's settings."""
-        return {**self.settings, **(self.describe() if self.describe else {})}
+        settings = {**self.settings, **(self.seeded_settings if run_seed is not None else {})}
+        return {**settings, **(self.describe() if self.describe else {})}
 
 
 def _exact(task: Any, scorer: Any) -> Any:
@@ -148,6 +160,12 @@ TASKS: dict[str, TaskDef] = {
     "aime2025": TaskDef(_aime2025, describe=_matcher),
     # AIME 2026 (inspect_evals' task, math-ai/aime26): in no v1.2 average, weighted nowhere by default
     "aime2026": TaskDef(_aime2026, describe=_matcher),
-    "gpqamain": TaskDef(gpqamain_task, settings={"shuffle_seed": GPQA_SHUFFLE_SEED, "cot": True}),
+    "gpqamain": TaskDef(
+        gpqamain_task,
+        settings={"shuffle_seed": GPQA_SHUFFLE_SEED, "cot": True},
+        # a seed's choice order is its own (a number here would be averaged over the seeds)
+        make_seeded=gpqamain_task,
+        seeded_settings={"shuffle_seed": "the run seed"},
+    ),
     "bfcl": TaskDef(_bfcl, settings={"categories": ["exec_simple"]}),
 }

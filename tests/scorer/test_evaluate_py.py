@@ -103,14 +103,24 @@ def bundle(tmp_path: Path, base: Path, arch: str, *, tools: bool = False, **kwar
 
 
 def test_vllm_backend_argv_and_requests(hf_home, family, tmp_path):
+    """Two seeds of the final evaluation on one vLLM server: each request carries its own
+    seed (ptb_scorer.seeds.request_seed of the run seed and the sample), no temperature
+    (the server takes the model's generation config, as upstream's does)."""
+    from ptb_scorer.seeds import request_seed
+    from ptb_scorer.tasks import TASKS
+
     env, log = fake_vllm(tmp_path, "Reasoning.\nANSWER: 3,600")
     base = family["llama3"]
     model, out = final_of(base, tmp_path), tmp_path / "m.json"
     template = bundle(tmp_path, base, "LlamaForCausalLM")
     args = ("--backend", "vllm", "--limit", "2", "--max-tokens", "321", "--chat-template", str(template))
+    args += ("--seeds", "72332,87681", "--first-seed-gates")
     res = evaluate("gsm8k", model, out, *args, "--base-architecture", "LlamaForCausalLM", env=env)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    (argv,) = records(log, "argv")
+    (argv,) = records(log, "argv")  # one server for both seeds
+    assert [ln.split()[:2] for ln in res.stdout.splitlines() if ln.startswith("PTB_MODEL_LOADED")] == [
+        ["PTB_MODEL_LOADED", "n=1"]
+    ]
     # golden: what inspect's vLLM provider asks `vllm serve` for, from our engine spec
     assert argv[:2] == ["serve", str(model.resolve())]
     served = Path(argv[argv.index("--chat-template") + 1]).read_text()
@@ -118,12 +128,19 @@ def test_vllm_backend_argv_and_requests(hf_home, family, tmp_path):
     assert argv[argv.index("--seed") + 1] == "0"
     assert "--trust-remote-code" not in argv and "--enable-auto-tool-choice" not in argv
     bodies = [r["body"] for r in records(log, "request") if r["path"].endswith("/chat/completions")]
-    assert len(bodies) == 2 and all(b["max_tokens"] == 321 and b["temperature"] == 0 for b in bodies)
+    assert len(bodies) == 4 and all(b["max_tokens"] == 321 and "temperature" not in b for b in bodies)
+    samples = [s.id for s in TASKS["gsm8k"].build().dataset[:2]]
+    expected = sorted(request_seed(seed, sample) for seed in (72332, 87681) for sample in samples)
+    assert sorted(b["seed"] for b in bodies) == expected and len(set(expected)) == 4
     assert all("chat_template_kwargs" not in b for b in bodies)  # the template's own defaults
     assert all(r["prompt"].startswith("<|begin_of_text|><|start_header_id|>system") for r in records(log, "render"))
-    metrics = json.loads(out.read_text())
+    assert not out.exists()  # with seeds, each seed's metrics have a file of their own
+    per_seed = {seed: json.loads(out.with_name(f"m.seed-{seed}.json").read_text()) for seed in (72332, 87681)}
+    metrics = per_seed[72332]
+    assert metrics["decoding"] == {"temperature": 1.0, "greedy": False}
     # the first fixture question's answer is 3,600, the second's -3
     assert (metrics["accuracy"], metrics["n_examples"], metrics["engine"]) == (0.5, 2, "vllm")
+    assert per_seed[87681]["accuracy"] == 0.5
     record = metrics["chat_template"]
     assert record["source"] == {"repo": "org/base", "file": "tokenizer_config.json", "revision": "c" * 40}
     assert record["sha256"] == json.loads(template.read_text())["sha256"] and record["kwargs"] == {}

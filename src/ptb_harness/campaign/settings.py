@@ -155,7 +155,10 @@ class SolveSettings:
 
 @dataclass(frozen=True)
 class EvaluateSettings:
-    attempt_timeout_minutes: float
+    #: one attempt's wall-clock limit per seed it runs (a task's info.json may set its own)
+    attempt_timeout_hours: float
+    #: the final evaluation's seeds, in order (the first gates the others)
+    seeds: tuple[int, ...]
 
     def record(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

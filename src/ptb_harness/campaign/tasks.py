@@ -15,6 +15,7 @@ from ptb_harness.campaign.agents import check_env_names
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.records import read_json_object
 from ptb_scorer.chat_template import RESERVED_KWARGS
+from ptb_scorer.seeds import SEED_POLICIES
 
 #: Upstream's ladder: 4 attempts at the task's defaults, then 3 and 2 at reduced token
 #: caps. A task without an ``evaluate.ladder`` gets the first stage only.
@@ -80,7 +81,8 @@ class TaskSpec:
     token_flag: str
     #: Extra arguments for every evaluate.py call (e.g. ["--limit", "-1"]).
     extra_args: tuple[str, ...]
-    attempt_timeout_minutes: float | None
+    #: info.json evaluate.attempt_timeout_hours: one attempt's limit per seed (None: the campaign's)
+    attempt_timeout_hours: float | None
     #: The scorer is told the base model's architecture (``--base-architecture``), so a
     #: final model of another architecture is the agent's failure.
     pass_base_architecture: bool = False
@@ -97,6 +99,9 @@ class TaskSpec:
     info_sha256: str | None = None
     #: info.json ``chat_template``: the task scores a chat model, with the base model's template
     chat_template: TaskTemplate | None = None
+    #: info.json evaluate.seed_policy: which of the campaign's seeds the final evaluation
+    #: runs (ptb_scorer.seeds.SEED_POLICIES); None: the scorer takes no seeds, one run
+    seed_policy: str | None = None
 
     @property
     def evaluate_py(self) -> Path:
@@ -104,7 +109,11 @@ class TaskSpec:
 
     def attempt_plan(self) -> list[int | None]:
         """The token cap of every attempt, in order (None = the task's default)."""
-        return [s.max_tokens for s in self.ladder for _ in range(s.attempts)]
+        return [cap for _, cap in self.ladder_steps()]
+
+    def ladder_steps(self) -> list[tuple[int, int | None]]:
+        """(stage, token cap) of every attempt, in order: stage 0 is the first."""
+        return [(i, s.max_tokens) for i, s in enumerate(self.ladder) for _ in range(s.attempts)]
 
 
 def _positive_int(v: Any) -> bool:
@@ -168,7 +177,8 @@ def _evaluate_section(ev: Any, where: str) -> dict[str, Any]:
     """info.json ``evaluate``, checked: the TaskSpec fields of the scorer's ladder and command line."""
     if not isinstance(ev, dict):
         raise ConfigError(f"{where}: must be an object")
-    unknown = set(ev) - {"ladder", "token_flag", "extra_args", "attempt_timeout_minutes", "pass_base_architecture"}
+    known = {"ladder", "token_flag", "extra_args", "attempt_timeout_hours", "pass_base_architecture", "seed_policy"}
+    unknown = set(ev) - known
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     token_flag = ev.get("token_flag", "--max-tokens")
@@ -177,17 +187,20 @@ def _evaluate_section(ev: Any, where: str) -> dict[str, Any]:
     extra = ev.get("extra_args", [])
     if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
         raise ConfigError(f"{where}.extra_args: must be a list of strings")
-    timeout = ev.get("attempt_timeout_minutes")
+    timeout = ev.get("attempt_timeout_hours")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise ConfigError(f"{where}.attempt_timeout_minutes: must be a positive number")
+        raise ConfigError(f"{where}.attempt_timeout_hours: must be a positive number")
     if not isinstance(ev.get("pass_base_architecture", False), bool):
         raise ConfigError(f"{where}.pass_base_architecture: must be true or false")
+    if ev.get("seed_policy") not in (None, *SEED_POLICIES):
+        raise ConfigError(f"{where}.seed_policy: one of {', '.join(SEED_POLICIES)} (or absent: no seeds)")
     return {
         "ladder": _ladder(ev.get("ladder", list(DEFAULT_LADDER)), f"{where}.ladder"),
         "token_flag": token_flag,
         "extra_args": tuple(extra),
-        "attempt_timeout_minutes": timeout,
+        "attempt_timeout_hours": timeout,
         "pass_base_architecture": ev.get("pass_base_architecture", False),
+        "seed_policy": ev.get("seed_policy"),
     }
 
 

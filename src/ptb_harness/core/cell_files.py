@@ -327,6 +327,12 @@ class EvaluateAttempt(Record):
     log: str | None = None
     ok: bool | None = None
     problem: str | None = None
+    #: with seeds (the final evaluation): the seeds this attempt ran, those it scored, why
+    #: each other one did not, and how many times it loaded the model (PTB_MODEL_LOADED)
+    seeds: tuple[int, ...] | None = optional()
+    seeds_scored: tuple[int, ...] | None = optional()
+    seeds_failed: Mapping[str, str] | None = optional()
+    model_loads: int | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -348,6 +354,9 @@ class EvaluateRecord(Record):
     metrics_sha256: str | None = optional()
     reason: str | None = optional()
     ended_at: str | None = optional()
+    #: the final evaluation's seeds: the policy, the campaign's seeds, the final model's
+    #: temperature and whether it decodes greedily, the seeds evaluated and each one's outcome
+    seeds: Mapping[str, Any] | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)

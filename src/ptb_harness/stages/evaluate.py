@@ -14,6 +14,7 @@ plan (the task's ladder, one ``Ladder.attempt`` per step), the record.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import time
@@ -24,6 +25,7 @@ from typing import Any
 
 from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.cells import Cell
+from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.cell_files import EVALUATE, EVALUATE_LOGS, PROVENANCE, EvaluateAttempt, SolveRecord
 from ptb_harness.core.cell_files import attempt_log as attempt_log_name
 from ptb_harness.core.errors import HarnessError
@@ -40,14 +42,17 @@ from ptb_harness.runtime.procs import describe, iso_utc, utc_stamp
 from ptb_harness.runtime.snapshot import provenance
 from ptb_harness.stages.provenance import cell_provenance, scorer_versions, versions_command
 from ptb_harness.stages.scorer_job import ScorerJob, base_architecture_for, scorer_job
-from ptb_scorer.protocol import MODEL_INVALID_MARK, read_attempt_log
+from ptb_harness.stages.seed_plan import SeedAttempt, SeedPlan
+from ptb_scorer.protocol import MODEL_INVALID_MARK, AttemptLog, read_attempt_log, seed_output
+from ptb_scorer.seeds import combine, is_greedy, model_temperature, seeds_for
 
 log = logging.getLogger("ptb_harness.stages.evaluate")
 
 
 @dataclass(frozen=True)
 class Ladder:
-    """One evaluate run's attempts: ``attempt(k, cap)`` is step k of the plan, in ``job``."""
+    """One evaluate run's attempts: ``attempt(k, cap)`` is step k of the plan, in ``job``
+    (``attempt_seeds(k, step)`` with seeds)."""
 
     job: ScorerJob
     cell: Cell
@@ -67,45 +72,99 @@ class Ladder:
             report.note or f"{len(report.killed)} killed, {len(report.survivors)} still there",
         )
 
-    def attempt(self, k: int, cap: int | None) -> tuple[dict[str, Any], bytes | None, dict[str, Any] | None]:
-        """One run of evaluate.py: (its entry in evaluate.json, the metrics file's bytes
-        and the metrics when they are valid)."""
+    def _run(self, k: int, cap: int | None, seeds: tuple[int, ...] = (), gated: bool = False) -> _Run:
+        """evaluate.py once, in the scorer's sandbox; its metrics files are read after."""
         job = self.job
-        # the scorer writes its result into its own scratch TMPDIR, the harness reads it there
+        # the scorer writes its results into its own scratch TMPDIR, the harness reads them there
         out = job.tmp / f"metrics.attempt-{k}.json"
-        out.unlink(missing_ok=True)
+        outputs = [seed_output(out, s) for s in seeds] if seeds else [out]
+        for path in outputs:
+            path.unlink(missing_ok=True)
         inside = job.sandbox.view(job.home, job.tmp, job.hf_view[0]).tmp
-        launch = job.sandbox.launch(job.request(self.model, Path(inside) / out.name, cap))
+        launch = job.sandbox.launch(job.request(self.model, Path(inside) / out.name, cap, seeds, gated))
         attempt_log = self.attempts_dir / attempt_log_name(k)
         if self.cell.num_gpus:
             self._reap(k)
-        log.info("attempt %d/%d (max_tokens=%s)", k, self.steps, cap)
+        log.info("attempt %d/%d (max_tokens=%s%s)", k, self.steps, cap, f", seeds {seeds}" if seeds else "")
         monitor = GpuMonitor.for_cell(job.nvml, job.gpu_set.gpus, self.cell_dir, "evaluate", job.monitor_interval_s)
         with monitor:
-            result = launch.run(attempt_log, budget_s=job.timeout_s, kill_grace_s=30, output_mode=0o644)
-        data, why = read_record_bytes(out, MAX_METRICS_BYTES)  # no link followed, size bounded
-        out.unlink(missing_ok=True)
-        metrics, why = check_metrics(data) if data is not None else (None, why or "wrote no metrics file")
+            # an attempt's limit is per seed: each seed is one of upstream's attempts
+            budget_s = job.timeout_s * max(1, len(seeds))
+            result = launch.run(attempt_log, budget_s=budget_s, kill_grace_s=30, output_mode=0o644)
+        return _Run(k, cap, result, attempt_log, outputs, read_attempt_log(attempt_log))
+
+    def _entry(self, run: _Run, ok: bool, why: str, invalid: str | None, **seeds: Any) -> dict[str, Any]:
+        entry = EvaluateAttempt(
+            attempt=run.k,
+            max_tokens=run.cap,
+            evaluate_py_sha256=self.job.evaluate_sha256,
+            scorer=run.report.scorer_info,
+            model_invalid=invalid is not None,
+            process=describe(run.result),
+            exit_code=run.result.exit_code,
+            duration_s=round(run.result.duration_s, 3),
+            log=str(run.attempt_log.relative_to(self.cell_dir)),
+            ok=ok,
+            problem=why or None,
+            **seeds,
+        )
+        return entry.to_dict()
+
+    def attempt(self, k: int, cap: int | None) -> tuple[dict[str, Any], bytes | None, dict[str, Any] | None]:
+        """One run of evaluate.py: (its entry in evaluate.json, the metrics file's bytes
+        and the metrics when they are valid)."""
+        run = self._run(k, cap)
+        data, metrics, why = _read_metrics(run.outputs[0])
         # the scorer's own account of the attempt (ptb_scorer.protocol): what it ran with,
         # and why the model (not the machine) cannot be scored, which stops the ladder
-        report = read_attempt_log(attempt_log)
-        invalid = report.model_invalid if metrics is None else None
+        invalid = run.report.model_invalid if metrics is None else None
         if metrics is None:
-            why = f"{MODEL_INVALID_MARK} {invalid}" if invalid is not None else report.grader_failed or why
-        entry = EvaluateAttempt(
-            attempt=k,
-            max_tokens=cap,
-            evaluate_py_sha256=job.evaluate_sha256,
-            scorer=report.scorer_info,
-            model_invalid=invalid is not None,
-            process=describe(result),
-            exit_code=result.exit_code,
-            duration_s=round(result.duration_s, 3),
-            log=str(attempt_log.relative_to(self.cell_dir)),
-            ok=metrics is not None,
-            problem=why or None,
-        )
-        return entry.to_dict(), data, metrics
+            why = f"{MODEL_INVALID_MARK} {invalid}" if invalid is not None else run.report.grader_failed or why
+        return self._entry(run, metrics is not None, why, invalid), data, metrics
+
+    def attempt_seeds(self, k: int, step: SeedAttempt) -> tuple[dict[str, Any], dict[int, dict], dict[int, str]]:
+        """One run of evaluate.py with the step's seeds: (its entry in evaluate.json, each
+        scored seed's metrics, why each other seed has none)."""
+        run = self._run(k, step.cap, step.seeds, step.gated)
+        scored, failed = {}, {}
+        for seed, path in zip(step.seeds, run.outputs, strict=True):
+            _, metrics, why = _read_metrics(path)
+            if metrics is not None:
+                scored[seed] = metrics
+            else:
+                failed[seed] = run.report.seed_failures.get(seed) or f"{why} (evaluate.py {describe(run.result)})"
+        invalid = run.report.model_invalid if not scored else None
+        why = f"{MODEL_INVALID_MARK} {invalid}" if invalid is not None else run.report.grader_failed or ""
+        if not why and failed:
+            why = f"{len(failed)} of {len(step.seeds)} seeds without metrics"
+        seeds = {
+            "seeds": step.seeds,
+            "seeds_scored": tuple(scored),
+            "seeds_failed": {str(s): w for s, w in failed.items()},
+            "model_loads": run.report.model_loads,
+        }
+        return self._entry(run, bool(scored), why, invalid, **seeds), scored, failed
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One evaluate.py run: its process, its log (as read) and where its metrics go."""
+
+    k: int
+    cap: int | None
+    result: Any
+    attempt_log: Path
+    outputs: list[Path]
+    report: AttemptLog
+
+
+def _read_metrics(path: Path) -> tuple[bytes | None, dict[str, Any] | None, str]:
+    """A metrics file the scorer wrote (no link followed, size bounded), checked, then
+    removed: (its bytes, the metrics when valid, why not)."""
+    data, why = read_record_bytes(path, MAX_METRICS_BYTES)
+    path.unlink(missing_ok=True)
+    metrics, why = check_metrics(data) if data is not None else (None, why or "wrote no metrics file")
+    return data, metrics, why
 
 
 def run_evaluate(
@@ -142,8 +201,12 @@ def run_evaluate(
             record["chat_template"] = job.chat_template.record()
         ladder = Ladder(job, cell, cell_dir, final_model.resolve(), attempts_dir, steps=len(plan))
         try:
-            if _climb(ladder, plan, record, record_path, metrics_json):
+            if task.seed_policy is None and _climb(ladder, plan, record, record_path, metrics_json):
                 return record
+            if task.seed_policy is not None:
+                seeds = _seed_plan(task, campaign.settings.evaluate.seeds, final_model, record)
+                if _climb_seeds(ladder, seeds, record, record_path, metrics_json):
+                    return record
         finally:
             if record["attempts"]:  # the scorer ran: record what ran it, scored or not
                 _write_provenance(campaign, cell, solve, job, cell_dir)
@@ -169,6 +232,50 @@ def _climb(ladder: Ladder, plan: list[int | None], record: dict, record_path: Pa
     return False
 
 
+def _seed_plan(task: TaskSpec, seeds: tuple[int, ...], final_model: Path, record: dict) -> SeedPlan:
+    """The final evaluation's seeds for this cell: the task's policy over the campaign's
+    seeds, greedy from the final model's own generation config (read bounded, no link
+    followed; unreadable: not greedy, every seed)."""
+    temperature = model_temperature(final_model)
+    assert task.seed_policy is not None
+    chosen = seeds_for(task.seed_policy, seeds, is_greedy(temperature))
+    record["seeds"] = {
+        "policy": task.seed_policy,
+        "campaign": list(seeds),
+        "temperature": temperature,
+        "greedy": is_greedy(temperature),
+        "evaluated": list(chosen),
+    }
+    return SeedPlan(task.ladder_steps(), chosen)
+
+
+def _climb_seeds(ladder: Ladder, plan: SeedPlan, record: dict, record_path: Path, metrics_json: Path) -> bool:
+    """The seed plan's attempts (each runs every seed still to score, on one loaded model)
+    until none is left or the model cannot be scored; then, if the first seed scored,
+    metrics.json: the mean over the seeds that scored (True). evaluate.json says how far
+    it got after every attempt."""
+    k = 0
+    while (step := plan.next()) is not None:
+        k += 1
+        entry, scored, failed = ladder.attempt_seeds(k, step)
+        record["attempts"].append(entry)
+        plan.record(k, step, scored, failed)
+        record["seeds"]["outcomes"] = plan.summary()
+        if failed:
+            log.warning("attempt %d: seeds without metrics: %s", k, "; ".join(f"{s}: {w}" for s, w in failed.items()))
+        if entry["model_invalid"]:
+            log.warning("attempt %d: the model cannot be scored; no further attempts", k)
+            return False
+        atomic_write_json(record_path, {**record, "status": "running"})
+    if not plan.first_scored:
+        return False
+    metrics = combine(plan.ordered_scores(), len(plan.seeds))
+    data = (json.dumps(metrics, indent=2, sort_keys=True) + "\n").encode()
+    _record_score(record, record_path, metrics_json, data, metrics)
+    log.info("%d of %d seeds scored: mean accuracy=%s", len(plan.scores), len(plan.seeds), metrics["accuracy"])
+    return True
+
+
 def _record_score(record: dict, record_path: Path, metrics_json: Path, data: bytes, metrics: dict) -> None:
     """evaluate.json first: it vouches for metrics.json by its hash, so a metrics.json
     nobody vouches for (forged, edited) is never scored, and a kill between the two
@@ -180,13 +287,15 @@ def _record_score(record: dict, record_path: Path, metrics_json: Path, data: byt
 
 
 def _record_failure(record: dict, steps: int, record_path: Path) -> None:
-    """evaluate.json of a run in which no attempt scored: why, from the last attempt."""
+    """evaluate.json of a run in which no attempt scored (with seeds: the first seed
+    never scored): why, from the last attempt."""
     tried, last = len(record["attempts"]), record["attempts"][-1]
+    first = f"the first seed ({record['seeds']['evaluated'][0]}) scored in none; " if record.get("seeds") else ""
     record.update(
         status="failed",
         reason=f"no valid metrics after {tried} attempts"
-        + ("" if tried == steps else f" of {steps}")
-        + f"; last: evaluate.py {last['process']}, {last['problem']}",
+        + ("" if tried == steps or first else f" of {steps}")
+        + f"; {first}last: evaluate.py {last['process']}, {last['problem']}",
         ended_at=iso_utc(time.time()),
     )
     atomic_write_json(record_path, record)

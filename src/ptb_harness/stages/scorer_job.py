@@ -30,15 +30,25 @@ from ptb_scorer.protocol import GRADER_ENV
 
 
 def evaluate_argv(
-    task: TaskSpec, model: Path, out: Path, max_tokens: int | None, base_architecture: str | None = None
+    task: TaskSpec,
+    model: Path,
+    out: Path,
+    max_tokens: int | None,
+    base_architecture: str | None = None,
+    seeds: tuple[int, ...] = (),
+    gated: bool = False,
 ) -> list[str]:
-    """evaluate.py's command line, run in (a copy of) the task dir inside the scorer sandbox."""
+    """evaluate.py's command line, run in (a copy of) the task dir inside the scorer
+    sandbox; ``seeds``: the final evaluation's seeds of this attempt (``gated``: the first
+    gates the others), each seed's metrics beside ``out`` (ptb_scorer.protocol.seed_output)."""
     argv = ["python", "evaluate.py", "--model-path", str(model), "--json-output-file", str(out)]
     argv += task.extra_args
     if base_architecture is not None:
         argv += ["--base-architecture", base_architecture]
     if max_tokens is not None:
         argv += [task.token_flag, str(max_tokens)]
+    if seeds:
+        argv += ["--seeds", ",".join(map(str, seeds)), *(["--first-seed-gates"] if gated else [])]
     return argv
 
 
@@ -75,7 +85,7 @@ class ScorerJob:
     #: sha256 of the evaluate.py that runs (the scratch copy, links followed) and of the whole copy
     evaluate_sha256: str
     task_dir_sha256: str
-    #: each attempt's time limit
+    #: an attempt's time limit per seed it runs (an attempt without seeds: one)
     timeout_s: float
     #: the site's GPU reap before each attempt, and the GPU monitor's sampling interval
     reap_policy: ReapPolicy
@@ -100,11 +110,14 @@ class ScorerJob:
             "task_dir_sha256": self.task_dir_sha256,
         }
 
-    def request(self, model: Path, out_inside: Path, cap: int | None) -> LaunchRequest:
-        """evaluate.py on ``model`` with token cap ``cap``, writing ``out_inside`` (its own TMPDIR)."""
+    def request(
+        self, model: Path, out_inside: Path, cap: int | None, seeds: tuple[int, ...] = (), gated: bool = False
+    ) -> LaunchRequest:
+        """evaluate.py on ``model`` with token cap ``cap`` (and ``seeds``), writing
+        ``out_inside`` (its own TMPDIR)."""
         return LaunchRequest(
             role="scorer",
-            command=evaluate_argv(self.task, model, out_inside, cap, self.base_architecture),
+            command=evaluate_argv(self.task, model, out_inside, cap, self.base_architecture, seeds, gated),
             job_home=self.home,
             job_tmp=self.tmp,
             workdir="task",
@@ -166,7 +179,7 @@ def scorer_job(
                 base_architecture=base_arch,
                 evaluate_sha256=evaluate_sha256,
                 task_dir_sha256=task_dir_sha256,
-                timeout_s=(task.attempt_timeout_minutes or campaign.settings.evaluate.attempt_timeout_minutes) * 60,
+                timeout_s=(task.attempt_timeout_hours or campaign.settings.evaluate.attempt_timeout_hours) * 3600,
                 reap_policy=site.gpu.reap,
                 monitor_interval_s=site.gpu.monitor_interval_seconds,
                 chat_template=chat_template,
