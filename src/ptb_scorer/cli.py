@@ -183,7 +183,7 @@ def _run_seeds(name: str, scoring: Scoring, model: object, args: argparse.Namesp
         try:
             metrics = scoring.score(model, seed)
         except EngineFailed as e:
-            emit_seed_failed(seed, e)
+            emit_seed_failed(seed, f"{type(e).__name__}: {e}")
             if i == 0 and args.first_seed_gates:
                 return emit_scorer_error(f"the first seed ({seed}) failed; the other seeds wait until it succeeds")
             continue

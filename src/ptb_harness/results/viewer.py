@@ -5,8 +5,9 @@ and from a shared filesystem through any web server.
   per cell linking to the cell's page), the counts, and every cell without a score.
 - ``cells/<slug>.html``: the cell's outcome and evidence, a link to its transcript and,
   beside it, the model calls of its LLM gateway's llm_log.jsonl (its first calls: a long
-  session's log is hundreds of MB), its GPU use, its records (solve, evaluate, metrics,
-  usage, judgement, provenance).
+  session's log is hundreds of MB), its GPU use, the final evaluation's seeds (each seed's
+  values, the seeds left out and why), its records (solve, evaluate, metrics, usage,
+  judgement, provenance).
 - ``transcripts/<slug>/``: the sanitized transcript as numbered chunks of ~256 KiB and a
   pager with search (see ``viewer_assets``): a 500 MB transcript never loads whole.
 
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptb_harness.core.cell_files import LLM_LOG, OPEN_RECORDS, RECORDS, TRANSCRIPT_SANITIZED
+from ptb_harness.core.cell_files import EVALUATE, LLM_LOG, METRICS, OPEN_RECORDS, RECORDS, TRANSCRIPT_SANITIZED
 from ptb_harness.core.records import atomic_write_text, loads_bounded, read_record_bytes, read_record_head
 from ptb_harness.results.outcome import MARKS, marks_legend
 
@@ -151,6 +152,58 @@ def _llm_log_html(cell_dir: Path) -> str | None:
     )
 
 
+def _record_object(path: Path) -> dict[str, Any]:
+    """A record as a JSON object, read bounded and link-safe ({} when it is not one)."""
+    data, _ = read_record_bytes(path, MAX_INLINE_BYTES * 4)
+    obj, problem = loads_bounded(data) if data is not None else (None, "unread")
+    return obj if not problem and isinstance(obj, dict) else {}
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+#: a seed's columns: (header, its value from (its per_seed entry's metrics, its outcome))
+_SEED_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("status", lambda m, o: o.get("status") or ("scored" if m else "")),
+    ("stage", lambda m, o: o.get("max_tokens_stage")),
+    ("accuracy", lambda m, o: m.get("accuracy")),
+    ("stderr", lambda m, o: m.get("stderr")),
+    ("n_examples", lambda m, o: m.get("n_examples")),
+    ("max_tokens", lambda m, o: m.get("max_tokens") or m.get("max_new_tokens")),
+    ("problem", lambda m, o: o.get("problem")),
+)
+
+
+def _seeds_html(cell_dir: Path) -> str | None:
+    """The final evaluation's seeds: each seed's values (metrics.json's per_seed) and
+    outcome (evaluate.json's seeds: the seeds left out of the mean, and why), or None for
+    a cell scored without seeds."""
+    metrics, seeds = _record_object(cell_dir / METRICS), _mapping(_record_object(cell_dir / EVALUATE).get("seeds"))
+    per_seed, outcomes = _mapping(metrics.get("per_seed")), _mapping(seeds.get("outcomes"))
+    if not per_seed and not outcomes:
+        return None
+    evaluated = seeds.get("evaluated") if isinstance(seeds.get("evaluated"), list) else []
+    order = [str(s) for s in evaluated] + list(outcomes) + list(per_seed)  # the seeds' order, then any other
+    rows = []
+    for seed in dict.fromkeys(order):
+        m, o = _mapping(_mapping(per_seed.get(seed)).get("metrics")), _mapping(outcomes.get(seed))
+        values = [get(m, o) for _, get in _SEED_COLUMNS]
+        rows.append(f"<tr><td>{_esc(seed)}</td>" + "".join(f"<td>{_esc('' if v is None else v)}</td>" for v in values))
+    head = "<th>seed</th>" + "".join(f"<th>{h}</th>" for h, _ in _SEED_COLUMNS)
+    score = (
+        f"the cell's score: accuracy {_esc(metrics.get('accuracy'))}, the mean over "
+        f"{_esc(metrics.get('num_seeds_succeeded'))} of {_esc(metrics.get('num_seeds'))} seeds"
+        if "num_seeds" in metrics
+        else "no score: the first seed never scored"
+    )
+    decoding = f"temperature {_esc(seeds.get('temperature'))}, greedy {_esc(seeds.get('greedy'))}"
+    return (
+        f"<h2>Seeds</h2><p>{score}; seed policy {_esc(seeds.get('policy'))}, {decoding}</p>"
+        f"<table id='seeds'><tr>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
 def _gpu_html(cell: ViewerCell, usage: list[dict], plots_dir: Path | None, page_dir: Path) -> str:
     parts = ["<h2>GPU</h2>"]
     if usage:
@@ -185,6 +238,7 @@ def cell_page(cell: ViewerCell, usage: list[dict], plots_dir: Path | None, has_t
     else:
         body.append("<p class='muted'>no transcript yet</p>")
     body.append(_llm_log_html(cell.cell_dir) or "")
+    body.append(_seeds_html(cell.cell_dir) or "")
     body.append(_gpu_html(cell, usage, plots_dir, page_dir))
     body.append("<h2>Records</h2>")
     for name in RECORDS:

@@ -270,7 +270,7 @@ def _climb_seeds(ladder: Ladder, plan: SeedPlan, record: dict, record_path: Path
     if not plan.first_scored:
         return False
     metrics = combine(plan.ordered_scores(), len(plan.seeds))
-    data = (json.dumps(metrics, indent=2, sort_keys=True) + "\n").encode()
+    data = (json.dumps(metrics, indent=2) + "\n").encode()  # per_seed in the seeds' order
     _record_score(record, record_path, metrics_json, data, metrics)
     log.info("%d of %d seeds scored: mean accuracy=%s", len(plan.scores), len(plan.seeds), metrics["accuracy"])
     return True
