@@ -3,7 +3,8 @@ process: start, imports of inspect_ai/inspect_evals/transformers, model checks, 
 load, model load, generation, scoring, metrics.json) against a bare transformers floor on
 the same model, prompts and token cap (a fresh process: import torch and transformers,
 load the tokenizer and model, render the same chat template, tokenize without added
-special tokens as the scorer does, generate greedily).
+special tokens as the scorer does, generate as the scorer does: sampling with the model's
+generation config unless its temperature is greedy).
 
     python bench/bench_scorer.py [--model DIR] [--hf-home DIR] [--repeats 3]
                                  [--limit 2] [--max-tokens 16] [--out FILE]
@@ -47,7 +48,8 @@ texts = [tok.apply_chat_template(m, chat_template=spec["template"], tokenize=Fal
          for m in spec["messages"]]
 enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
 with torch.no_grad():
-    out = model.generate(**enc, max_new_tokens=spec["max_tokens"], do_sample=False, pad_token_id=tok.pad_token_id)
+    out = model.generate(**enc, max_new_tokens=spec["max_tokens"], do_sample=spec["do_sample"],
+                         pad_token_id=tok.pad_token_id)
 answers = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
 t_gen = time.perf_counter()
 print(json.dumps({"import": t_import - t0, "load": t_load - t_import, "generate": t_gen - t_load, "n": len(answers)}))
@@ -69,11 +71,12 @@ def floor_spec(model: Path, hf_home: Path, limit: int, max_tokens: int, path: Pa
         for r in GSM8K_TEST[:limit]
     ]
     from ptb_scorer.chat_template import model_templates
+    from ptb_scorer.seeds import is_greedy, model_temperature
 
     template = model_templates(model)["default"].text  # the base model's own, as the scorer renders
-    path.write_text(
-        json.dumps({"model": str(model), "messages": messages, "template": template, "max_tokens": max_tokens})
-    )
+    do_sample = not is_greedy(model_temperature(model))  # the model's own decoding, as the scorer's
+    spec = {"model": str(model), "messages": messages, "template": template, "max_tokens": max_tokens}
+    path.write_text(json.dumps({**spec, "do_sample": do_sample}))
 
 
 def run_scorer(model: Path, env: dict, limit: int, max_tokens: int, out: Path) -> dict:

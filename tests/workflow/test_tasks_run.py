@@ -4,7 +4,8 @@ on a tiny Llama 3-shaped base model (tests/scorer/family_models.py), offline, fr
 data in the site's HF cache (read-only). The agent hands in the base model with a
 template of its own saved into it: the scorer renders with the base model's, which the
 harness also put into the agent's copy of the task. The ladder is shortened (tiny caps,
-`--limit 2`) to keep CI cheap; everything else is the tasks' own."""
+`--limit 2`, one seed of the final evaluation: tests/workflow/test_seeds_run.py runs five) to
+keep CI cheap; everything else is the tasks' own."""
 
 from __future__ import annotations
 
@@ -51,7 +52,12 @@ def test_every_task_scores_through_the_ladder(tmp_path):
     hf = write_fixture_cache(tmp_path / "hf")
     write_config(
         wd,
-        campaign_config(agents=["copy_base"], tasks=list(TASKS), models=[{"name": "tiny", "path": "models/tiny"}]),
+        campaign_config(
+            agents=["copy_base"],
+            tasks=list(TASKS),
+            models=[{"name": "tiny", "path": "models/tiny"}],
+            evaluate={"seeds": [72332]},
+        ),
     )
     profile = tmp_path / "profile"
     profile.mkdir()
@@ -66,6 +72,7 @@ def test_every_task_scores_through_the_ladder(tmp_path):
         cdir = wd / "results" / "cells" / "copy_base" / task / "tiny" / "0.0005h-0gpu-run1"
         metrics = json.loads((cdir / "metrics.json").read_text())
         assert 0 <= metrics["accuracy"] <= 1 and metrics["n_examples"] == 2, task
+        assert (metrics["num_seeds"], list(metrics["per_seed"])) == (1, ["72332"])
         assert (metrics["engine"], metrics["max_tokens"]) == ("hf", CAPS[task])
         assert metrics["versions"]["inspect_ai"] == "0.3.285"
         # the base model's template (its tokenizer_config.json), not the one the agent saved
@@ -85,7 +92,7 @@ def test_every_task_scores_through_the_ladder(tmp_path):
         assert f"--max-tokens {CAPS[task]}" in log and f"max_tokens={CAPS[task]}" in log
         assert "--base-architecture LlamaForCausalLM" in log
     gpqa = json.loads((wd / "results/cells/copy_base/gpqamain/tiny/0.0005h-0gpu-run1/metrics.json").read_text())
-    assert gpqa["shuffle_seed"] == 42
+    assert gpqa["shuffle_seed"] == "the run seed"  # each seed's choice order is its own
     board = (wd / "results" / "tables" / "leaderboard.md").read_text()
     assert all(task in board for task in TASKS)
 
