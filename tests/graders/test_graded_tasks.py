@@ -107,6 +107,8 @@ def run_task(task: str, tmp_path: Path, model: Path, url: str | None, *args: str
         *args,
     ]
     proc = subprocess.run(argv, cwd=REPO / "tasks" / task, env=env, capture_output=True, text=True, timeout=300)
+    if "--seeds" in args:  # as the evaluate stage calls it: the one seed's file beside FILE
+        out = out.with_name(f"metrics.seed-{args[args.index('--seeds') + 1]}.json")
     metrics = json.loads(out.read_text()) if out.exists() else None
     return proc, metrics
 
@@ -114,6 +116,9 @@ def run_task(task: str, tmp_path: Path, model: Path, url: str | None, *args: str
 def arena_grader(req):
     # the candidate wins when it is A, loses (strongly) when it is B: position bias, both orders asked
     return ("answer", "My answer ... [[A>B]]" if "You are an impartial judge" in req.text else "?")
+
+
+SEEDED = ("--seeds", "72332", "--first-seed-gates")
 
 
 @pytest.mark.slow
@@ -140,9 +145,10 @@ def test_healthbench_end_to_end(tmp_path: Path, tiny_model: Path):
         met = "Suggests seeing a doctor" in req.text and "fever" in req.text
         return ("answer", json.dumps({"explanation": "scripted", "criteria_met": met}))
 
-    with StandInGrader(default=grader) as server:
-        proc, m = run_task("healthbench", tmp_path, tiny_model, server.base_url, "--limit", "-1")
+    with StandInGrader(default=grader) as server:  # the first seed only, as the harness runs it (seed_policy first)
+        proc, m = run_task("healthbench", tmp_path, tiny_model, server.base_url, "--limit", "-1", *SEEDED)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "PTB_MODEL_LOADED n=1 " in proc.stdout and "PTB_SEED_SCORED 72332 accuracy=0.375" in proc.stdout
     # p0: 0 of 8 points; p1: 6 of 8
     assert m["accuracy"] == pytest.approx(0.375) and m["n_examples"] == 2
     assert m["total_grader_calls"] == 4
