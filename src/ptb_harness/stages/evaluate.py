@@ -193,6 +193,7 @@ def run_evaluate(
     task = campaign.task(cell.task)
     base_arch = base_architecture_for(campaign, cell, task)
     plan = task.attempt_plan()
+    seeds = _seed_plan(task, campaign.settings.evaluate.seeds, final_model, record)
     attempts_dir = cell_dir / EVALUATE_LOGS / utc_stamp(started).replace(":", "")
     attempts_dir.mkdir(parents=True, exist_ok=True)
     with scorer_job(campaign, cell, task, host_env, base_arch) as job:
@@ -201,12 +202,13 @@ def run_evaluate(
             record["chat_template"] = job.chat_template.record()
         ladder = Ladder(job, cell, cell_dir, final_model.resolve(), attempts_dir, steps=len(plan))
         try:
-            if task.seed_policy is None and _climb(ladder, plan, record, record_path, metrics_json):
+            scored = (
+                _climb(ladder, plan, record, record_path, metrics_json)
+                if seeds is None
+                else _climb_seeds(ladder, seeds, record, record_path, metrics_json)
+            )
+            if scored:
                 return record
-            if task.seed_policy is not None:
-                seeds = _seed_plan(task, campaign.settings.evaluate.seeds, final_model, record)
-                if _climb_seeds(ladder, seeds, record, record_path, metrics_json):
-                    return record
         finally:
             if record["attempts"]:  # the scorer ran: record what ran it, scored or not
                 _write_provenance(campaign, cell, solve, job, cell_dir)
@@ -232,12 +234,13 @@ def _climb(ladder: Ladder, plan: list[int | None], record: dict, record_path: Pa
     return False
 
 
-def _seed_plan(task: TaskSpec, seeds: tuple[int, ...], final_model: Path, record: dict) -> SeedPlan:
-    """The final evaluation's seeds for this cell: the task's policy over the campaign's
-    seeds, greedy from the final model's own generation config (read bounded, no link
-    followed; unreadable: not greedy, every seed)."""
+def _seed_plan(task: TaskSpec, seeds: tuple[int, ...], final_model: Path, record: dict) -> SeedPlan | None:
+    """The final evaluation's seeds for this cell (None: the task takes none): the task's
+    policy over the campaign's seeds, greedy from the final model's own generation config
+    (read bounded, no link followed; unreadable: not greedy, every seed)."""
+    if task.seed_policy is None:
+        return None
     temperature = model_temperature(final_model)
-    assert task.seed_policy is not None
     chosen = seeds_for(task.seed_policy, seeds, is_greedy(temperature))
     record["seeds"] = {
         "policy": task.seed_policy,
