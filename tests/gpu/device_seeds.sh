@@ -60,7 +60,7 @@ import torch; print('cuda', torch.cuda.is_available(), torch.cuda.get_device_nam
 work=/tmp/ptb-device-seeds
 rm -rf "$work" && mkdir -p "$work/profile" "$work/config" "$work/agents/copy_base" "$work/models"
 $PY -c "import sys; sys.path.insert(0, 'tests/scorer'); from family_models import build_family_model; build_family_model('llama3', '$work/models/tiny')" 2>/dev/null || exit 1
-$PY tests/scorer_fixtures.py "$work/hf" gsm8k || exit 1
+$PY tests/scorer_fixtures.py "$work/hf" gsm8k > /dev/null || exit 1
 printf '#!/usr/bin/env bash\nset -eu\ncp -r "$MODEL_TO_TRAIN" final_model\n' > "$work/agents/copy_base/solve.sh"
 cp profiles/local/config.yaml "$work/profile/config.yaml"
 cat > "$work/profile/site.yaml" <<YAML
@@ -88,10 +88,10 @@ stamp "gsm8k through a cell: the real ladder, --limit -1, five seeds in one atte
 timeout -k 10 480 $PY -m snakemake --snakefile "$PWD/Snakefile" --directory "$work" \
     --profile "$work/profile" --cores 1 > "$work/snakemake.log" 2>&1
 run=$?
-echo "snakemake exit $run"; tail -n 4 "$work/snakemake.log"
 d=$work/results/cells/copy_base/gsm8k/tiny/0.005h-${gpus}gpu-run1
 scrub() { sed -e "s#$work#<work>#g" -e "s#$PWD#<repo>#g" "$1" > "$OUT/$2"; }
 scrub "$work/snakemake.log" snakemake.log
+echo "snakemake exit $run"; tail -n 4 "$OUT/snakemake.log"
 for f in metrics.json evaluate.json gpu_monitor.csv; do [ -f "$d/$f" ] && scrub "$d/$f" "$f"; done
 for f in "$d"/evaluate/*/attempt-*.log; do [ -f "$f" ] && scrub "$f" "$(basename "$f")"; done
 $PY - "$d" <<'PY'
