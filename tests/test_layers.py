@@ -17,7 +17,7 @@ from conftest import REPO
 PACKAGE = REPO / "src" / "ptb_harness"
 # bottom to top; a top-level module's layer is its own name
 LAYERS = ["core", "judging", "runtime", "gpu", "traces", "gateway", "campaign", "stages", "results", "top"]
-TOP = {"cli", "doctor", "demo", "prefetch", "__main__", "__init__"}
+TOP = {"cli", "doctor", "demo", "prefetch", "workflow_job", "__main__", "__init__"}
 #: the one module that reads the configuration mapping (``config[...]``, ``site.get(...)``)
 READER = PACKAGE / "campaign" / "reader.py"
 

@@ -14,14 +14,17 @@ The package is layered; imports only point down (``tests/test_layers.py`` enforc
    metering, prices, the LLM budget, llm_log.jsonl.
 5. ``campaign``: cells (the leaf), agents, tasks, typed settings, the campaign, the one
    reader of the configuration mapping, its checks, the steps in order, resources.
-6. ``stages``: solve and evaluate of one cell, their preflight and provenance, and the glue
-   that runs each as a Snakemake job.
-7. ``results``: outcomes from the records, status, tables, leaderboard and plots.
-8. on top: the ``cli`` and ``doctor`` (and the ``demo`` model builder).
+6. ``stages``: one cell's stages (solve, parse_trace, evaluate, judge), their preflight and
+   provenance; nothing of Snakemake.
+7. ``results``: outcomes from the records, status, tables, leaderboard and plots, and the
+   collect pipeline that writes them all (``results.campaign_outputs``).
+8. on top: the ``cli``, ``doctor``, the job wrapper every rule's script runs in
+   (``workflow_job``: lock, state record, logging, exit codes) and the ``demo`` model builder.
 
 The public API is small: load a campaign (``campaign.config.load_config``), run one cell's
-stages (``stages.solve.run_solve``, ``stages.evaluate.run_evaluate``) and tabulate results
-(``results.collect``). Everything else is internal.
+stages (``stages.solve.run_solve``, ``stages.parse_trace.run_parse_trace``,
+``stages.evaluate.run_evaluate``, ``stages.judge.run_judge``) and write the campaign's
+results (``results.campaign_outputs.write_campaign_outputs``). Everything else is internal.
 """
 
 __version__ = "0.1.0"

@@ -41,22 +41,17 @@ def _campaign_args(p: argparse.ArgumentParser) -> None:
 def _collect(args: argparse.Namespace) -> int:
     from ptb_harness.campaign.config import load_config_files
     from ptb_harness.core.layout import collect_outputs
-    from ptb_harness.results.campaign_views import write_views
-    from ptb_harness.results.collect import write_tables
-    from ptb_harness.results.leaderboard import held_lines
-    from ptb_harness.results.plots import write_plots
+    from ptb_harness.results.campaign_outputs import write_campaign_outputs
 
     campaign = load_config_files(args.workdir, args.profile, args.campaign)
     paths = collect_outputs(campaign.results_dir)
-    table, board, weights = write_tables(campaign, paths)
-    write_plots(table, board, weights, paths)
-    views = write_views(table, paths, campaign.results_dir, f"campaign {campaign.name}")
-    counts = table["outcome"].value_counts().to_dict()
-    summary = ", ".join(f"{n} {k}" for k, n in counts.items())
+    written = write_campaign_outputs(campaign, paths)
+    summary = ", ".join(f"{n} {k}" for k, n in written.outcome_counts().items())
     tables, plots = paths["cells"].parent, paths["time_png"].parent
-    print(terminal_line(f"{len(table)} cells ({summary}); tables in {tables}, plots in {plots}"))
-    print(terminal_line(f"viewer: {paths['viewer']} ({views.summary()})"))
-    for line in held_lines(board):  # entries the judges' verdicts keep off the ranking
+    print(terminal_line(f"{len(written.table)} cells ({summary}); tables in {tables}, plots in {plots}"))
+    print(terminal_line(f"viewer: {paths['viewer']} ({written.views.summary()})"))
+    print(terminal_line(written.hours_line()))
+    for line in written.held_lines():  # entries the judges' verdicts keep off the ranking
         print(terminal_line(line))
     return 0
 
@@ -140,29 +135,24 @@ def _reap(args: argparse.Namespace) -> int:
 
 
 def _parse_trace(args: argparse.Namespace) -> int:
-    from ptb_harness.campaign.agents import allowed_env_names, load_agent
+    from ptb_harness.campaign.agents import load_agent
     from ptb_harness.campaign.tasks import load_task
-    from ptb_harness.traces import parse_trace_file
-    from ptb_harness.traces.redact import secrets_from_env
+    from ptb_harness.stages.parse_trace import run_parse_trace
 
-    agent = load_agent(Path(args.agent_dir)) if args.agent_dir else None
-    required = load_task(Path(args.task_dir)).required_api_keys if args.task_dir else ()
-    names = allowed_env_names(agent, required)
-    raw_only = args.raw_only or (agent is not None and agent.trace_format == "raw")
-    stats = parse_trace_file(
+    def path(value: str | None) -> Path | None:
+        return Path(value) if value else None
+
+    stats = run_parse_trace(
         Path(args.raw),
         Path(args.out),
-        sanitized_raw=Path(args.sanitized_raw) if args.sanitized_raw else None,
-        sanitized_parsed=Path(args.sanitized_parsed) if args.sanitized_parsed else None,
-        secrets=secrets_from_env(names, os.environ),
-        raw_only=raw_only,
+        agent=load_agent(Path(args.agent_dir)) if args.agent_dir else None,
+        required_api_keys=load_task(Path(args.task_dir)).required_api_keys if args.task_dir else (),
+        sanitized_raw=path(args.sanitized_raw),
+        sanitized_parsed=path(args.sanitized_parsed),
+        usage=path(args.usage),
+        solve_json=path(args.solve_json),
+        raw_only=args.raw_only,
     )
-    if args.usage:
-        from ptb_harness.core.cell_files import SolveRecord, UsageRecord
-        from ptb_harness.gateway.meter import usage_record
-
-        solve = SolveRecord.read(args.solve_json) if args.solve_json else None
-        UsageRecord.from_dict(usage_record(stats.usage, solve.llm if solve else None)).write(Path(args.usage))
     # one line for the harness's log, however many lines could not be parsed
     print(terminal_line(stats.summary()), file=sys.stderr)
     return 0

@@ -5,6 +5,7 @@ or the judge's inputs."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -13,6 +14,9 @@ from conftest import campaign_config, cell_dir, make_workdir, snakemake, write_a
 from grader_standin import StandInGrader
 from test_judge import CLEAN, JUDGE_REQUESTS, TEST_QUESTIONS
 from test_keys import GRADED_EVALUATE
+
+from ptb_harness.core.cell_files import stage_benchmark
+from ptb_harness.results.stage_benchmarks import read_benchmark
 
 KEY = "sk-planted-e2e-grader-key-0123456789abcdef"
 # an agent that shows everything it can see: its environment, into its trace and a file
@@ -69,5 +73,8 @@ def test_graded_cell_with_judge_and_the_key_only_in_the_auth_header(tmp_path: Pa
         assert KEY not in json.dumps(r.body)
     leaks = [p for p in root.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
     assert leaks == []
-    # collect ran after the judge
+    # collect ran after the judge, and summed the judge's benchmarked hours with the others
     assert (root / "results" / "tables" / "leaderboard.md").exists()
+    assert read_benchmark(cdir / stage_benchmark("judge"))["wall_s"] > 0
+    hours = {(r["stage"], r["outcome"]): r for r in csv.DictReader((root / "results/tables/stage_hours.csv").open())}
+    assert hours["judge", "all"]["measured"] == "1" and float(hours["judge", "all"]["wall_h"]) > 0

@@ -12,6 +12,12 @@ import sys
 import pytest
 from conftest import REPO, campaign_config, cell_dir, snakemake, write_config
 
+from ptb_harness.core.cell_files import lock_file, stage_benchmark, state_file
+from ptb_harness.core.layout import COLLECT_OUTPUTS
+from ptb_harness.results.stage_benchmarks import read_benchmark
+
+STAGE_HOURS = f"results/{COLLECT_OUTPUTS['stage_hours']}"
+
 pytestmark = pytest.mark.slow
 
 
@@ -135,6 +141,22 @@ def test_solve_json_records_what_the_agent_did(workdir):
     cells = (workdir / "results" / "tables" / "cells.csv").read_text()
     assert re.search(r"^exit3,fake,m1,0.0005,0,1,agent_failed,agent exited with code 3; no final model,,", cells, re.M)
     assert re.search(r"^exit0,fake,m1,0.0005,0,1,scored,accuracy 0.75,0.75,", cells, re.M)
+    # every rule's job ran in the job wrapper: parse_trace too has its state record and lock
+    for agent in ("exit0", "exit3"):
+        d = cell_dir(workdir, agent)
+        state = json.loads((d / state_file("parse_trace")).read_text())
+        assert state["state"] == "done" and state["pid"] and (d / lock_file("parse_trace")).exists()
+    # where the hours went: each benchmarked job's wall, CPU and RSS; a failed job writes
+    # none (exit3's evaluate), so its cell shows unmeasured in its own row
+    assert "solve" in res.stdout and "hours per stage: " in res.stdout
+    rows = {(r["stage"], r["outcome"]): r for r in csv.DictReader((workdir / STAGE_HOURS).open())}
+    assert [k for k in rows if k[0] == "solve"][-1] == ("solve", "all")
+    assert rows["solve", "all"]["cells"] == "4" and rows["solve", "all"]["measured"] == "4"
+    assert float(rows["solve", "all"]["wall_h"]) * 3600 > 1.8  # overrun ran its 1.8 s budget
+    assert rows["evaluate", "agent_failed"]["measured"] == "0" and rows["evaluate", "agent_failed"]["wall_h"] == ""
+    assert not any(stage == "judge" for stage, _ in rows)  # the judge is off
+    bench = read_benchmark(cell_dir(workdir, "exit0") / stage_benchmark("evaluate"))
+    assert bench is not None and bench["wall_s"] > 0
 
 
 def test_a_gpu_cell_on_a_machine_without_gpus_is_an_infrastructure_failure(workdir):

@@ -34,5 +34,6 @@ def test_agent_named_claude_writing_codex_json_is_parsed_as_codex(workdir):
     assert "TOOL RESULT (i2) exit 0" in transcript
     log = (cdir / "logs" / "parse_trace.log").read_text().strip().splitlines()
     assert len(log) == 1, log
-    assert log[0].startswith("codex trace:") and "4 non-JSON lines" in log[0]
+    # the job wrapper's line: '<time> INFO ptb_harness.parse_trace: codex trace: ...'
+    assert log[0].split(" ptb_harness.parse_trace: ", 1)[1].startswith("codex trace:") and "4 non-JSON lines" in log[0]
     assert (cdir / "solve_out_sanitized.txt").exists() and (cdir / "solve_parsed_sanitized.txt").exists()

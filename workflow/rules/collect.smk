@@ -1,5 +1,6 @@
-# collect: tables and plots of every cell, marked for `snakemake --report` (a fixed number of
-# results whatever the campaign's size), and the campaign viewer.
+# collect: tables and plots of every cell, where the hours went per stage (from each cell's
+# benchmarks), marked for `snakemake --report` (a fixed number of results whatever the
+# campaign's size), and the campaign viewer.
 # `ptb-harness collect` writes the same from whatever exists when some cells have no score.
 
 
@@ -55,6 +56,12 @@ rule collect:
             caption="../report/plot_gpu_usage.rst",
             category="GPU",
             labels={"result": "GPU use per entry"},
+        ),
+        stage_hours=report(
+            OUT["stage_hours"],
+            caption="../report/stage_hours.rst",
+            category="Time",
+            labels={"result": "hours per stage"},
         ),
         viewer=OUT["viewer"],
     log:

@@ -15,6 +15,7 @@ from ptb_harness.core.cell_files import (
     TRANSCRIPT,
     TRANSCRIPT_SANITIZED,
     USAGE,
+    stage_benchmark,
     stage_log,
 )
 from ptb_harness.core.layout import (
@@ -40,8 +41,6 @@ if workflow.is_main_process and (no_cgroup := CAMPAIGN.cgroup_warning()):
 
 # as configured (relative to the working directory, or absolute), so plans stay readable
 RESULTS = CAMPAIGN.settings.paths.results_dir_text
-# the harness's interpreter, for shell rules that call `python -m ptb_harness`
-PYTHON = sys.executable
 # one directory per cell; the layout is defined once, in ptb_harness.core.layout, and
 # the cell's files are named in ptb_harness.core.cell_files
 CELL = f"{RESULTS}/{CELL_DIR_PATTERN}"
@@ -77,8 +76,3 @@ def base_model_input(wildcards):
     """A local base model is an input of solve, so a rule can build it (the demo's does)."""
     model = CAMPAIGN.models[wildcards.model]
     return {"base_model": model.path} if model.path is not None else {}
-
-
-def agent_dir(wildcards):
-    """The agent directory of the campaign entry named by the agent wildcard."""
-    return str(CAMPAIGN.agent_dir(wildcards.agent))

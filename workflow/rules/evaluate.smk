@@ -10,6 +10,8 @@ rule evaluate:
         metrics=f"{CELL}/{METRICS}",
     log:
         f"{CELL}/{stage_log('evaluate')}",
+    benchmark:
+        f"{CELL}/{stage_benchmark('evaluate')}"
     threads: job_threads(CAMPAIGN.settings, "evaluate")
     resources:
         **rule_resources(CAMPAIGN, "evaluate"),

@@ -12,6 +12,8 @@ rule judge:
         judgement=f"{CELL}/{JUDGEMENT}",
     log:
         f"{CELL}/{stage_log('judge')}",
+    benchmark:
+        f"{CELL}/{stage_benchmark('judge')}"
     localrule: True
     script:
         "../scripts/judge.py"

@@ -11,6 +11,8 @@ rule solve:
         final_model=directory(f"{CELL}/{FINAL_MODEL}"),
     log:
         f"{CELL}/{stage_log('solve')}",
+    benchmark:
+        f"{CELL}/{stage_benchmark('solve')}"
     threads: job_threads(CAMPAIGN.settings, "solve")
     resources:
         **rule_resources(CAMPAIGN, "solve"),

@@ -1,5 +1,6 @@
 # parse_trace: the raw timestamped trace -> a readable transcript, with sanitized
-# companions of both (secrets redacted); `ptb-harness parse-trace` does the work.
+# companions of both (secrets redacted) and usage.json; `ptb-harness parse-trace` calls
+# the same library.
 
 
 rule parse_trace:
@@ -14,16 +15,5 @@ rule parse_trace:
     log:
         f"{CELL}/{stage_log('parse_trace')}",
     localrule: True
-    # plain values where possible: Snakemake inspects every function once per job, which
-    # adds up over a 20,000-cell plan; agent_dir is one dict lookup (an entry's name need
-    # not be its directory: agents: [{name, dir, ...}])
-    params:
-        python=PYTHON,
-        agent_dir=agent_dir,
-        tasks_dir=str(CAMPAIGN.tasks_dir),
-    shell:
-        "{params.python:q} -m ptb_harness parse-trace {input.raw_trace:q} {output.parsed:q}"
-        " --sanitized-raw {output.raw_sanitized:q} --sanitized-parsed {output.parsed_sanitized:q} --usage {output.usage:q}"
-        " --solve-json {input.solve_json:q}"
-        " --agent-dir {params.agent_dir:q} --task-dir {params.tasks_dir:q}/{wildcards.task:q}"
-        " > {log:q} 2>&1"
+    script:
+        "../scripts/parse_trace.py"

@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from ptb_harness.stages.evaluate import run_evaluate
-from ptb_harness.stages.job import from_snakemake, stage
+from ptb_harness.workflow_job import from_snakemake, stage
 
 # the state record (evaluate.state.json) lives beside metrics.json
 cell_dir = Path(snakemake.output.metrics).parent

@@ -1,8 +1,8 @@
 # Snakemake job: run one cell's agent (see ptb_harness.stages.solve).
 from pathlib import Path
 
-from ptb_harness.stages.job import from_snakemake, stage
 from ptb_harness.stages.solve import run_solve
+from ptb_harness.workflow_job import from_snakemake, stage
 
 # the state record (solve.state.json) lives beside solve.json
 cell_dir = Path(snakemake.output.solve_json).parent

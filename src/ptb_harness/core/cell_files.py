@@ -103,6 +103,16 @@ def stage_log(stage: str) -> str:
     return f"{LOGS}/{stage}.log"
 
 
+#: the stages whose Snakemake job is benchmarked (wall, CPU, max RSS; see stage_benchmark)
+BENCHMARKED_STAGES = ("solve", "evaluate", "judge")
+
+
+def stage_benchmark(stage: str) -> str:
+    """Snakemake's benchmark of the stage's job (the rule's ``benchmark:``, a TSV: wall
+    seconds, max RSS in MB, CPU seconds, ...): <stage>.benchmark.tsv."""
+    return f"{stage}.benchmark.tsv"
+
+
 def attempt_log(k: int) -> str:
     """The log of evaluate attempt k, in its run's dir below EVALUATE_LOGS."""
     return f"attempt-{k}.log"
@@ -129,6 +139,7 @@ FILE_NAMES = frozenset(
         TRANSCRIPT, TRANSCRIPT_SANITIZED, RAW_TRACE_SANITIZED, USAGE, METRICS, EVALUATE, PROVENANCE,
         JUDGEMENT, JUDGEMENT_OVERRIDE, GPU_MONITOR, GPU_PLOT, LLM_LOG, GATEWAY_LOG,
         *(f(s) for s in STAGES for f in (state_file, lock_file, stage_log)),
+        *(stage_benchmark(s) for s in BENCHMARKED_STAGES),
     }
 )  # fmt: skip
 

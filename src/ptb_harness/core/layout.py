@@ -33,6 +33,7 @@ COLLECT_OUTPUTS = {
     "time_png": "plots/time_vs_budget.png",
     "gpu_usage": "tables/gpu_usage.csv",
     "gpu_usage_png": "plots/gpu_usage.png",
+    "stage_hours": "tables/stage_hours.csv",
     "viewer": "viewer/index.html",  # the campaign viewer; its other pages are written beside it
 }
 #: per-cell GPU plots over time, for a small named set of cells (not a rule output: the

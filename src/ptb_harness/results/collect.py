@@ -21,6 +21,11 @@ from ptb_harness.core.text import csv_text, valid_text
 from ptb_harness.results.flags import Flag, judgement_flag
 from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
 from ptb_harness.results.outcome import CellRecords, cell_outcomes, local_liveness
+from ptb_harness.results.stage_benchmarks import (
+    STAGE_BENCHMARK_COLUMNS,
+    cell_stage_benchmarks,
+    typed_stage_benchmarks,
+)
 from ptb_harness.results.token_usage import (
     TOKEN_USAGE_COLUMNS,
     USAGE_DISAGREEMENT,
@@ -64,6 +69,7 @@ CELL_COLUMNS = [
     USAGE_DISAGREEMENT,
     *VERDICT_COLUMNS,
     "solve_attempts",
+    *STAGE_BENCHMARK_COLUMNS,
     "cell_dir",
 ]
 
@@ -103,6 +109,8 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
                 **_verdict_columns(flag),
                 # tries in which the agent ran: more than 1 means it was solved again
                 "solve_attempts": _solve_attempts(rec.solve),
+                # each stage's job: wall, CPU, max RSS (Snakemake's benchmark; unknown without one)
+                **cell_stage_benchmarks(cdir, rec.files),
                 "cell_dir": cdir,
             }
         )
@@ -111,7 +119,7 @@ def cell_table(campaign: Campaign) -> pd.DataFrame:
         table[col] = pd.to_numeric(table[col])
     for col in ("solve_exit_code", "final_model_files", "eval_attempts", "solve_attempts"):
         table[col] = table[col].astype("Int64")
-    return typed_token_usage(table)
+    return typed_stage_benchmarks(typed_token_usage(table))
 
 
 def _verdict(rec: CellRecords, judged: bool, counted: tuple[str, ...]) -> Flag | None:

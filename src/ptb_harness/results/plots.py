@@ -14,8 +14,7 @@ matplotlib.use("Agg")  # files only: no display on a cluster node
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ptb_harness.core.records import atomic_write_text
-from ptb_harness.results.leaderboard import AGENT, DAGGER, WEIGHTED, Weights, leaderboard_html
+from ptb_harness.results.leaderboard import AGENT, DAGGER, WEIGHTED
 
 
 def save_figure(fig: plt.Figure, path: Path, dpi: int = 110) -> None:
@@ -97,16 +96,12 @@ def time_vs_budget(table: pd.DataFrame, path: Path) -> None:
     save_figure(fig, path)
 
 
-def write_plots(table: pd.DataFrame, board: pd.DataFrame, weights: Weights, paths: Mapping[str, Path]) -> list[Path]:
+def write_plots(table: pd.DataFrame, board: pd.DataFrame, paths: Mapping[str, Path]) -> list[Path]:
     """Every plot, to the paths named in COLLECT_OUTPUTS (`leaderboard_png`, `heatmap_png`,
-    `time_png`); with a path named `leaderboard_html`, also the self-contained leaderboard
-    page, which embeds the first two. GPU views: ``campaign_views`` (one figure, not one
-    per cell)."""
+    `time_png`), in that order. The leaderboard page that embeds the first two, and the GPU
+    views (one figure, not one per cell), are the collect pipeline's
+    (``results.campaign_outputs``)."""
     leaderboard_bars(board, paths["leaderboard_png"])
     task_heatmap(board, paths["heatmap_png"])
     time_vs_budget(table, paths["time_png"])
-    written = [paths["leaderboard_png"], paths["heatmap_png"], paths["time_png"]]
-    if "leaderboard_html" in paths:
-        page = leaderboard_html(board, weights, table, written[:2])
-        atomic_write_text(paths["leaderboard_html"], page)
-    return written
+    return [paths["leaderboard_png"], paths["heatmap_png"], paths["time_png"]]
