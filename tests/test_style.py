@@ -1,10 +1,16 @@
 """The repo's own style gates, run with the tests so CI enforces them."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO
+
+#: the longest a function in src/ may be, from its `def` line to its last line (docstring
+#: and comments included): a longer one is split into named steps
+MAX_FUNCTION_LINES = 60
 
 
 def run(*cmd):
@@ -34,3 +40,38 @@ def test_snakemake_lint():
     assert lints, "snakemake --lint printed no lints: update ACCEPTED_LINT and this test"
     unexpected = [line for line in lints if ACCEPTED_LINT not in line]
     assert not unexpected, res.stdout + res.stderr
+
+
+def long_functions(paths, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """`file:line name (N lines)` for each function or method (nested ones too) longer than limit."""
+    found = []
+    for path in paths:
+        tree = ast.parse(Path(path).read_text(), str(path))
+        functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        for node in sorted(functions, key=lambda n: n.lineno):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > limit:
+                found.append(f"{path}:{node.lineno} {node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_in_src_is_over_60_lines():
+    found = long_functions(sorted((REPO / "src").rglob("*.py")))
+    assert not found, f"split these into named steps (at most {MAX_FUNCTION_LINES} lines each):\n" + "\n".join(found)
+
+
+def test_the_length_check_finds_a_planted_long_function(tmp_path):
+    def body(n: int, indent: str) -> str:
+        return "".join(f"{indent}x{i} = {i}\n" for i in range(n))
+
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        f"def fits():\n{body(59, '    ')}\n"  # 60 lines: the limit
+        f"class C:\n    async def too_long(self):\n{body(60, '        ')}\n"  # 61
+        f"def outer():\n    def inner():\n{body(60, '        ')}    return inner\n"  # 63 around 61
+    )
+    assert [f.split(" ", 1)[1] for f in long_functions([planted])] == [
+        "too_long (61 lines)",
+        "outer (63 lines)",
+        "inner (61 lines)",
+    ]

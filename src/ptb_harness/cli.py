@@ -192,15 +192,7 @@ def _run(argv: list[str]) -> int:
     return 0  # not reached
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["run"]:
-        return _run(argv[1:])
-    parser = argparse.ArgumentParser(prog="ptb-harness", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("collect", help="write the campaign's tables from what exists")
-    _campaign_args(p)
-    p.set_defaults(func=_collect)
+def _add_status(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="the campaign's grid and unscored cells, from its files (no DAG)")
     _campaign_args(p)
     out = p.add_mutually_exclusive_group()
@@ -224,21 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         "(running cells and earlier attempts included; reads every cell's logs)",
     )
     p.set_defaults(func=_status)
-    p = sub.add_parser("plot-cell", help="one cell's GPU memory and utilisation over time (PNG)")
-    p.add_argument("cell_dir", help="the cell's directory (results/cells/<agent>/<task>/<model>/<setting>)")
-    p.add_argument("-o", "--output", help=f"where the PNG goes (default: <cell_dir>/{GPU_PLOT})")
-    p.set_defaults(func=_plot_cell)
-    p = sub.add_parser("doctor", help="check this site before a campaign (non-zero exit on any FAIL)")
-    _campaign_args(p)
-    p.set_defaults(func=_doctor)
-    p = sub.add_parser("prefetch", help="download base models and task data into site.hf_home (needs internet)")
-    _campaign_args(p)
-    p.add_argument("--dry-run", action="store_true", help="only say what the cache lacks")
-    p.set_defaults(func=_prefetch)
+
+
+def _add_reap(sub: argparse._SubParsersAction, reaping: bool) -> None:
     p = sub.add_parser("reap", help="kill leftover processes on this job's GPUs (scoped; see README)")
     # the knobs' values and defaults as the schema has them (site.gpu_reap, gpu_scope,
     # reap_wait_seconds); read only for `reap` itself (parse-trace runs once per cell)
-    knob = site_knob if argv[:1] == ["reap"] else lambda name: {"enum": None, "default": None}
+    knob = site_knob if reaping else lambda name: {"enum": None, "default": None}
     mode, scope, wait = knob("gpu_reap"), knob("gpu_scope"), knob("reap_wait_seconds")
     p.add_argument("--mode", choices=mode["enum"], default=mode["default"])
     p.add_argument("--scope", choices=scope["enum"], default=scope["default"])
@@ -246,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print what would be killed, kill nothing")
     p.add_argument("--wait", type=float, default=wait["default"], help="seconds to wait for killed processes to leave")
     p.set_defaults(func=_reap)
+
+
+def _add_parse_trace(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("parse-trace", help="raw agent trace -> readable transcript (format detected from content)")
     p.add_argument("raw", help=f"the raw trace (e.g. a cell's {RAW_TRACE})")
     p.add_argument("out", help="where the transcript goes")
@@ -264,13 +251,52 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the cell's {SOLVE}: with an LLM gateway's meter in it, {USAGE}'s tokens and cost are the gateway's",
     )
     p.set_defaults(func=_parse_trace)
+
+
+def _add_small_commands(sub: argparse._SubParsersAction) -> None:
+    """plot-cell, doctor, prefetch."""
+    p = sub.add_parser("plot-cell", help="one cell's GPU memory and utilisation over time (PNG)")
+    p.add_argument("cell_dir", help="the cell's directory (results/cells/<agent>/<task>/<model>/<setting>)")
+    p.add_argument("-o", "--output", help=f"where the PNG goes (default: <cell_dir>/{GPU_PLOT})")
+    p.set_defaults(func=_plot_cell)
+    p = sub.add_parser("doctor", help="check this site before a campaign (non-zero exit on any FAIL)")
+    _campaign_args(p)
+    p.set_defaults(func=_doctor)
+    p = sub.add_parser("prefetch", help="download base models and task data into site.hf_home (needs internet)")
+    _campaign_args(p)
+    p.add_argument("--dry-run", action="store_true", help="only say what the cache lacks")
+    p.set_defaults(func=_prefetch)
+
+
+def _add_setup_agents(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("setup-agents", help="install the pinned agent CLIs with npm (cached)")
     p.add_argument("--workdir", default=".", help="the checkout whose agents/cli lock is installed (default: .)")
     p.add_argument("--profile", help="profile dir whose site.agent_cli_prefix is the prefix")
     p.add_argument("--prefix", help="install here instead (default: site.agent_cli_prefix, else resources/agent-cli)")
     p.add_argument("--force", action="store_true", help="reinstall even when the lock's install is present")
     p.set_defaults(func=_setup_agents)
-    args = parser.parse_args(argv)
+
+
+def _parser(argv: list[str]) -> argparse.ArgumentParser:
+    """Every command but `run` (which hands its arguments to Snakemake)."""
+    parser = argparse.ArgumentParser(prog="ptb-harness", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("collect", help="write the campaign's tables from what exists")
+    _campaign_args(p)
+    p.set_defaults(func=_collect)
+    _add_status(sub)
+    _add_small_commands(sub)
+    _add_reap(sub, reaping=argv[:1] == ["reap"])
+    _add_parse_trace(sub)
+    _add_setup_agents(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:
+        return _run(argv[1:])
+    args = _parser(argv).parse_args(argv)
     try:
         return args.func(args)
     except HarnessError as e:

@@ -332,11 +332,7 @@ def run_budgeted(
     the signal is re-raised as Interrupted (a SystemExit) after the child is gone.
     """
     become_subreaper()
-    output = Path(output)
-    # append: a resumed session's output follows the earlier turns in the same trace
-    fd = os.open(output, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), output_mode)
-    out_f = os.fdopen(fd, "wb")
-
+    out_f = _open_output(Path(output), append, output_mode)
     guard = _StopSignals()
     started = time.time()
     proc = subprocess.Popen(
@@ -351,25 +347,9 @@ def run_budgeted(
     pgid = proc.pid  # start_new_session: the child leads its own group
     if on_start is not None:
         on_start(proc.pid)
-    pump = None
-    if timestamps:
-        assert proc.stdout is not None
-        pump = threading.Thread(target=pump_timestamped, args=(proc.stdout, out_f, max_output_bytes), daemon=True)
-        pump.start()
-
-    ended_by: Status | None = None  # timeout or stopped: we ended it
-    final_signal: int | None = None
-    interrupted: _Terminated | None = None
+    pump = _start_pump(proc, out_f, max_output_bytes) if timestamps else None
     try:
-        guard.arm()
-        ended_by = _wait_for(proc, budget_s, stop)
-        if ended_by is not None:
-            final_signal = term_then_kill(pgid, kill_grace_s, _exits_within(proc))
-            proc.wait()
-    except _Terminated as e:
-        interrupted = e
-        term_then_kill(pgid, kill_grace_s, _exits_within(proc))
-        proc.wait()
+        how = _supervise(proc, pgid, guard, budget_s, kill_grace_s, stop)
     finally:
         guard.restore()
         ended = time.time()
@@ -377,11 +357,64 @@ def run_budgeted(
         if pump is not None:
             pump.join(timeout=30)
         out_f.close()
+    return _result(proc, how, started, ended)
 
-    if interrupted is not None:
-        raise Interrupted(interrupted.signum)
-    if ended_by is not None:
-        return ProcessResult(ended_by, None, final_signal, started, ended)
+
+def _open_output(output: Path, append: bool, mode: int) -> BinaryIO:
+    """The child's output file; append: a resumed session's output follows the earlier
+    turns in the same trace."""
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), mode)
+    return os.fdopen(fd, "wb")
+
+
+def _start_pump(proc: subprocess.Popen, out_f: BinaryIO, max_output_bytes: int | None) -> threading.Thread:
+    """The thread that copies the child's output to out_f, each line timestamped."""
+    assert proc.stdout is not None
+    pump = threading.Thread(target=pump_timestamped, args=(proc.stdout, out_f, max_output_bytes), daemon=True)
+    pump.start()
+    return pump
+
+
+@dataclass
+class _Supervised:
+    """How the wait for a child ended: on its own (all None), at its budget or stop
+    (``ended_by``, and the signal that finally ended it), or by a signal to us."""
+
+    ended_by: Status | None = None
+    final_signal: int | None = None
+    interrupted: _Terminated | None = None
+
+
+def _supervise(
+    proc: subprocess.Popen,
+    pgid: int,
+    guard: _StopSignals,
+    budget_s: float,
+    kill_grace_s: float,
+    stop: threading.Event | None,
+) -> _Supervised:
+    """Wait for the child; at its budget or stop, or when we are signalled, stop its group."""
+    how = _Supervised()
+    try:
+        guard.arm()
+        how.ended_by = _wait_for(proc, budget_s, stop)
+        if how.ended_by is not None:
+            how.final_signal = term_then_kill(pgid, kill_grace_s, _exits_within(proc))
+            proc.wait()
+    except _Terminated as e:
+        how.interrupted = e
+        term_then_kill(pgid, kill_grace_s, _exits_within(proc))
+        proc.wait()
+    return how
+
+
+def _result(proc: subprocess.Popen, how: _Supervised, started: float, ended: float) -> ProcessResult:
+    """The child's ProcessResult; a signal to us is re-raised as Interrupted, now that the
+    child is gone."""
+    if how.interrupted is not None:
+        raise Interrupted(how.interrupted.signum)
+    if how.ended_by is not None:
+        return ProcessResult(how.ended_by, None, how.final_signal, started, ended)
     rc = proc.returncode
     return (
         ProcessResult("signal", None, -rc, started, ended)

@@ -253,25 +253,7 @@ def _ask_judges(
     the contamination judge ``judge.contamination_runs`` times; each judge's runs are
     recorded and resolved into votes per field. The call stats go into the record either way."""
     cfg = campaign.settings.judge
-    names = [*allowed_env_names(campaign.agent(cell.agent), task.required_api_keys)]
-    redact = Redactor(secrets_from_env([*names, *campaign.settings.grader_key_names], host_env))
-    signals = list(found.signals.values())
-    blocks = evidence_blocks(
-        signals=signals,
-        final_config=found.final_config_text,
-        transcript=evidence.transcript,
-        files=evidence.files,
-        max_chars=cfg.max_prompt_chars,
-    )
-
-    def clean(text: str) -> str:
-        return redact(text.encode()).decode("utf-8", "replace")
-
-    blocks = [DataBlock(b.label, clean(b.text), clean(b.name)) for b in blocks]
-    entry = campaign.agent_entries[cell.agent]
-    rules = TaskRules(task.name, task.judge.allowed_data, task.judge.disallowed_data, entry.dir, entry.model)
-    message = evidence_message(rules, signal_facts(signals), blocks)
-    found.inputs["prompt"] = _sha256(message.encode())
+    message = _evidence_message(campaign, cell, task, evidence, found, host_env)
     plan = [(judge, n) for judge in JUDGES for n in range(1, _runs(cfg.contamination_runs, judge) + 1)]
     endpoint = cfg.endpoint
     assert endpoint is not None
@@ -302,6 +284,39 @@ def _ask_judges(
             "resolved": {f: v.resolved_by for f, v in resolved.items()},
         }
     return votes
+
+
+def _evidence_message(
+    campaign: Campaign,
+    cell: Cell,
+    task: TaskSpec,
+    evidence: _Evidence,
+    found: _Findings,
+    host_env: Mapping[str, str],
+) -> str:
+    """The one message every judge reads: the checks' facts, and every agent text in a data
+    block, redacted of the cell's secrets and the graders' keys; its sha256 is an input."""
+    cfg = campaign.settings.judge
+    names = [*allowed_env_names(campaign.agent(cell.agent), task.required_api_keys)]
+    redact = Redactor(secrets_from_env([*names, *campaign.settings.grader_key_names], host_env))
+    signals = list(found.signals.values())
+    blocks = evidence_blocks(
+        signals=signals,
+        final_config=found.final_config_text,
+        transcript=evidence.transcript,
+        files=evidence.files,
+        max_chars=cfg.max_prompt_chars,
+    )
+
+    def clean(text: str) -> str:
+        return redact(text.encode()).decode("utf-8", "replace")
+
+    blocks = [DataBlock(b.label, clean(b.text), clean(b.name)) for b in blocks]
+    entry = campaign.agent_entries[cell.agent]
+    rules = TaskRules(task.name, task.judge.allowed_data, task.judge.disallowed_data, entry.dir, entry.model)
+    message = evidence_message(rules, signal_facts(signals), blocks)
+    found.inputs["prompt"] = _sha256(message.encode())
+    return message
 
 
 def _runs(contamination_runs: int, judge: Judge) -> int:
