@@ -18,7 +18,8 @@ def walk(p, depth):
             for name in NAMES:
                 try:
                     with open(os.path.join(e.path, name), 'rb') as f:
-                        vals.append(json.loads(f.read()))
+                        data = f.read()
+                        vals.append(json.loads(data) if name.endswith('.json') else data.split(b'\t'))
                 except FileNotFoundError:
                     pass
         else:
@@ -28,8 +29,11 @@ print(len(vals))
 """
 #: status reads a scored cell's metrics.json and nothing else
 FLOOR_STATUS = "NAMES = ('metrics.json',)\n" + _WALK
-#: collect's tables read every cell's records
-FLOOR_COLLECT = "NAMES = ('solve.json', 'evaluate.json', 'metrics.json', 'solve.state.json')\n" + _WALK
+#: collect's tables read every cell's records, and its stages' benchmarks
+FLOOR_COLLECT = (
+    "NAMES = ('solve.json', 'evaluate.json', 'metrics.json', 'solve.state.json',"
+    " 'solve.benchmark.tsv', 'evaluate.benchmark.tsv')\n" + _WALK
+)
 #: collect's tables alone (the CLI writes the plots too)
 TABLES_ONLY = """
 import sys
@@ -40,6 +44,15 @@ campaign = load_config_files(sys.argv[1])
 write_tables(campaign, collect_outputs(campaign.results_dir))
 """
 
+#: the same, with each cell's stage benchmarks not read (their columns left unknown): the
+#: floor of what reading them costs
+TABLES_WITHOUT_BENCHMARKS = TABLES_ONLY.replace(
+    "from ptb_harness.results.collect import write_tables",
+    "import ptb_harness.results.collect as collect\n"
+    "from ptb_harness.results.collect import write_tables\n"
+    "collect.cell_stage_benchmarks = lambda cell_dir, files: dict.fromkeys(collect.STAGE_BENCHMARK_COLUMNS)",
+)
+
 
 def commands(d: str | Path) -> list[tuple[str, list[str], str, list[str]]]:
     """(label, command, floor label, floor command) for a campaign dir."""
@@ -49,4 +62,10 @@ def commands(d: str | Path) -> list[tuple[str, list[str], str, list[str]]]:
         ("status", [*cli, "status", "--workdir", d], "metrics.json read loop", [py, "-c", FLOOR_STATUS, d]),
         ("collect, tables only", [py, "-c", TABLES_ONLY, d], "records read loop", [py, "-c", FLOOR_COLLECT, d]),
         ("collect (tables + plots)", [*cli, "collect", "--workdir", d], "tables only", [py, "-c", TABLES_ONLY, d]),
+        (
+            "collect, tables only, stage benchmarks read",
+            [py, "-c", TABLES_ONLY, d],
+            "benchmarks not read",
+            [py, "-c", TABLES_WITHOUT_BENCHMARKS, d],
+        ),
     ]

@@ -38,11 +38,22 @@ def monitor_csv(rows: int, seed: int, stages: tuple[str, ...] = ("solve", "evalu
     return "\n".join(lines) + "\n"
 
 
-def build_campaign(root: Path, n_cells: int, scored: float = 0.9, monitor_rows: int = 0) -> dict:
+#: Snakemake's benchmark of a job (the rules' `benchmark:`), as a finished stage leaves it
+BENCHMARK = (
+    "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    "{s}\t0:00:00\t2048.50\t9000.00\t1900.00\t1950.00\t10.00\t20.00\t95.00\t{cpu}\n"
+)
+
+
+def build_campaign(
+    root: Path, n_cells: int, scored: float = 0.9, monitor_rows: int = 0, benchmarks: bool = True
+) -> dict:
     """Write <root>/config/config.yaml, agents, tasks and the cells' files; returns the config.
 
     Cells are numbered in campaign order; of every 20, the first 20*(1-scored)/2 have an
-    agent that left no model, as many were never run, and the rest are scored."""
+    agent that left no model, as many were never run, and the rest are scored. With
+    benchmarks, each finished stage (solve of every cell that ran, evaluate of the scored)
+    has its benchmark file."""
     tasks, runs = dims(n_cells)
     agents = [f"agent{i}" for i in range(AGENTS)]
     task_names = [f"task{i}" for i in range(tasks)]
@@ -81,6 +92,8 @@ def build_campaign(root: Path, n_cells: int, scored: float = 0.9, monitor_rows: 
                     (cell / "final_model").mkdir(parents=True)
                     (cell / "solve.state.json").write_text(state)
                     (cell / "solve_out.txt").write_text("agent done\n")
+                    if benchmarks:
+                        (cell / "solve.benchmark.tsv").write_text(BENCHMARK.format(s=36000 - i, cpu=72000 + i))
                     if monitor_rows:
                         (cell / "gpu_monitor.csv").write_text(monitor_csv(monitor_rows, i))
                     if k < unscored_per_20:
@@ -95,4 +108,6 @@ def build_campaign(root: Path, n_cells: int, scored: float = 0.9, monitor_rows: 
                     ev = {"status": "scored", "attempts": [{}], "accuracy": (i % 100) / 100, "metrics_sha256": digest}
                     (cell / "evaluate.json").write_text(json.dumps(ev))
                     (cell / "metrics.json").write_text(metrics)
+                    if benchmarks:
+                        (cell / "evaluate.benchmark.tsv").write_text(BENCHMARK.format(s=600 + i, cpu=500 + i))
     return config
