@@ -94,6 +94,8 @@ def lookup_signals(actions: Actions, recorded: Mapping[str, Any] | None) -> list
         ("ptb_lookup", actions.ptb, actions.ptb_count, "name PostTrainBench's places", ("ptb",)),
     ):
         summary = f"{count} of the agent's tool calls {what} ({calls})"
+        if hits:
+            summary += f"; the first: {hits[0].what} ({hits[0].where})"
         if actions.failures:
             summary += "; not read in full: " + "; ".join(actions.failures)
         findings = tuple(_finding(h) for h in hits) + tuple(_mentions(recorded, kinds))

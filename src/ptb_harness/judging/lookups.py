@@ -54,7 +54,7 @@ _RESULT_TYPES = frozenset(
         "local_shell_call_output",
     }
 )
-_TOOL_LINE = re.compile(r"^\[[^\]]*\] TOOL CALL (.*?) \(.*?\): (.*)$")
+_TOOL_LINE = re.compile(r"^(?:\[[^\]]*\] )?TOOL CALL (.*?) \(.*?\): (.*)$")
 EXCERPT = 300
 
 

@@ -117,7 +117,11 @@ class RecorderProcess:
             raise HarnessError(f"the evidence recorder did not start (exit {self.proc.poll()}, said {line[:200]!r})")
         log.info("evidence recorder pid %d ready", self.proc.pid)
 
-    def stop(self) -> str | None:
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self, record: Path) -> str | None:
         """Stop it (its final scan and record); why it gave no record, or None."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -126,7 +130,10 @@ class RecorderProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             return f"the evidence recorder's final scan took over {FINAL_TIMEOUT_S} s: killed, no record"
-        return None if code == 0 else f"the evidence recorder exited with {code}: no record"
+        if code != 0:
+            return f"the evidence recorder exited with {code}: no record"
+        # an exit status of 0 is also what a child reaped by someone else reads as
+        return None if record.is_file() else f"the evidence recorder ended without writing {record.name}"
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -172,7 +179,7 @@ def recording(
     try:
         yield recorder
     finally:
-        problem = recorder.stop()
+        problem = recorder.stop(cell_dir / EVIDENCE)
         if problem:
             log.error("%s (the judge will fail closed)", problem)
         else:

@@ -171,8 +171,8 @@ def _launch(run: SolveRun) -> tuple[ProcessResult, Launch, list[dict], dict | No
         gateway_args = (run.campaign, run.cell, run.agent, run.host_env, run.cell_dir, run.attempt, run.job.harness)
         secret_names = [*run.variables.pass_names, *run.campaign.settings.grader_key_names]
         evidence = (run.campaign, run.task, run.job, run.cell_dir, run.test_set, secret_names, run.host_env)
-        with cell_gateway(*gateway_args) as gateway, recording(*evidence):
-            run = dataclasses.replace(run, gateway=gateway)
+        with cell_gateway(*gateway_args) as gateway, recording(*evidence) as recorder:
+            run = dataclasses.replace(run, gateway=gateway, recorder_pid=recorder.pid if recorder else None)
             launch = run.launch(hf_view)
             log.info(
                 "agent %s starts (runtime %s): budget %.0f s, stopped at %.0f s",
