@@ -35,7 +35,7 @@ CHECKER_FILE = "contamination_check.py"
 DEFAULT_FILE_BYTES = 8 << 30
 
 
-class TestSetError(Exception):
+class UnreadableTestSet(Exception):
     """The test set could not be read (the check cannot run)."""
 
 
@@ -73,18 +73,18 @@ def _rows_from_file(path: Path) -> list:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise TestSetError(f"test set {path}: {e.strerror}") from None
+        raise UnreadableTestSet(f"test set {path}: {e.strerror}") from None
     try:
         return _json_records(text)
     except ValueError as e:
-        raise TestSetError(f"test set {path}: not valid JSON ({e})") from None
+        raise UnreadableTestSet(f"test set {path}: not valid JSON ({e})") from None
 
 
 def _rows_from_hub(spec: dict, hf_home: str | None) -> list:
     try:
         import datasets  # offline, from the site's cache
     except ImportError:
-        raise TestSetError("test set: the `datasets` package is not installed") from None
+        raise UnreadableTestSet("test set: the `datasets` package is not installed") from None
     cache_dir = str(Path(hf_home) / "datasets") if hf_home else None
     try:
         ds = datasets.load_dataset(
@@ -96,7 +96,7 @@ def _rows_from_hub(spec: dict, hf_home: str | None) -> list:
         )
         return list(ds)
     except Exception as e:  # any loader failure is the same to the check
-        raise TestSetError(f"test set {spec['hf_dataset']}: cannot load ({type(e).__name__}: {e})") from None
+        raise UnreadableTestSet(f"test set {spec['hf_dataset']}: cannot load ({type(e).__name__}: {e})") from None
 
 
 def load_test_samples(spec: Any, task_dir: Path, hf_home: str | None) -> list[str] | None:
@@ -106,18 +106,19 @@ def load_test_samples(spec: Any, task_dir: Path, hf_home: str | None) -> list[st
     if spec is None:
         return None
     if not isinstance(spec, dict) or not isinstance(spec.get("fields"), list) or not spec["fields"]:
-        raise TestSetError("info.json judge.test_set: needs `fields` and `path`, `path_in_hf_home` or `hf_dataset`")
+        why = "needs `fields` and `path`, `path_in_hf_home` or `hf_dataset`"
+        raise UnreadableTestSet(f"info.json judge.test_set: {why}")
     fields = [str(f) for f in spec["fields"]]
     if "path" in spec:
         rows = _rows_from_file(task_dir / str(spec["path"]))
     elif "path_in_hf_home" in spec:
         if not hf_home:
-            raise TestSetError(f"test set {spec['path_in_hf_home']}: no HF home is set (site.hf_home, HF_HOME)")
+            raise UnreadableTestSet(f"test set {spec['path_in_hf_home']}: no HF home is set (site.hf_home, HF_HOME)")
         rows = _rows_from_file(Path(hf_home) / str(spec["path_in_hf_home"]))
     elif "hf_dataset" in spec:
         rows = _rows_from_hub(spec, hf_home)
     else:
-        raise TestSetError("info.json judge.test_set: needs `path`, `path_in_hf_home` or `hf_dataset`")
+        raise UnreadableTestSet("info.json judge.test_set: needs `path`, `path_in_hf_home` or `hf_dataset`")
     return [" ".join(field_text(r.get(f, "")) for f in fields) for r in rows if isinstance(r, dict)]
 
 
@@ -176,9 +177,9 @@ def _identity(path: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise TestSetError(f"{path}: cannot read the test set's identity ({e})") from None
+        raise UnreadableTestSet(f"{path}: cannot read the test set's identity ({e})") from None
     if not isinstance(data, dict) or not isinstance(data.get("spec"), dict):
-        raise TestSetError(f"{path}: not a test set identity (no `spec`)")
+        raise UnreadableTestSet(f"{path}: not a test set identity (no `spec`)")
     return data
 
 
@@ -191,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ident = _identity(Path(args.test_set))
         samples = load_test_samples(ident["spec"], Path(args.test_set).parent, os.environ.get("HF_HOME"))
-    except TestSetError as e:
+    except UnreadableTestSet as e:
         print(f"contamination_check: {e}", file=sys.stderr)
         return 2
     samples = samples or []

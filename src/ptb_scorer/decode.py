@@ -306,6 +306,8 @@ def renditions(text: str, name: str, budget: Budget, depth: int) -> Iterator[Pie
     if len(_ESCAPES.findall(text[:65536])) >= 8 or (len(text) > 65536 and _ESCAPES.search(text)):
         yield Piece(_ESCAPES.sub(_unescape, text), True)
     for m in _BASE64.finditer(text):
+        if len(set(m.group(0)[:256])) < 16:
+            continue  # a run of a few letters ("xxxx..."), not encoded data
         raw = _b64(m.group(0))
         if raw is not None and len(raw) >= 48:
             yield from decode(io.BytesIO(raw), f"{name} (base64 at {m.start()})", budget, depth + 1)

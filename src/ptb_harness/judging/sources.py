@@ -32,7 +32,7 @@ CLI_STATE_DIRS = frozenset({".claude", ".codex", ".gemini", ".opencode", ".qwen"
 
 
 @dataclass(frozen=True)
-class TestSources:
+class TestSetPlaces:
     """The test set's own places, from the task's info.json ``judge.test_set``."""
 
     #: path components naming the test dataset's caches
@@ -41,7 +41,7 @@ class TestSources:
     hf_home_files: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, spec: Mapping[str, Any] | None) -> TestSources:
+    def of(cls, spec: Mapping[str, Any] | None) -> TestSetPlaces:
         if not isinstance(spec, Mapping):
             return cls()
         dirs: set[str] = set()

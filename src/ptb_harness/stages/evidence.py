@@ -27,7 +27,7 @@ from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_json, atomic_write_text
 from ptb_harness.stages.evidence_recorder import RecorderConfig
 from ptb_harness.stages.job_dir import JobDir
-from ptb_scorer.contamination import CHECKER_FILE, TEST_SET_FILE, TestSetError, load_test_samples, samples_sha256
+from ptb_scorer.contamination import CHECKER_FILE, TEST_SET_FILE, UnreadableTestSet, load_test_samples, samples_sha256
 
 log = logging.getLogger("ptb_harness.stages.evidence")
 
@@ -55,7 +55,7 @@ sys.exit(main())
 
 
 @dataclass(frozen=True)
-class TestSet:
+class JudgedSamples:
     """The task's test samples as the judge reads them (None: the task declares none), or
     why they could not be loaded."""
 
@@ -63,15 +63,15 @@ class TestSet:
     error: str | None = None
 
 
-def load_test_set(campaign: Campaign, task: TaskSpec) -> TestSet:
+def load_test_set(campaign: Campaign, task: TaskSpec) -> JudgedSamples:
     hf_home = campaign.settings.site.hf_cache.home
     try:
-        return TestSet(load_test_samples(task.judge.test_set, task.dir, str(hf_home) if hf_home else None))
-    except TestSetError as e:
-        return TestSet(None, str(e))
+        return JudgedSamples(load_test_samples(task.judge.test_set, task.dir, str(hf_home) if hf_home else None))
+    except UnreadableTestSet as e:
+        return JudgedSamples(None, str(e))
 
 
-def hand_checker(campaign: Campaign, task: TaskSpec, job: JobDir, test_set: TestSet) -> None:
+def hand_checker(campaign: Campaign, task: TaskSpec, job: JobDir, test_set: JudgedSamples) -> None:
     """The contamination check and the test set's identity in the agent's task dir (a task
     without a test set gets neither)."""
     if task.judge.test_set is None:
@@ -93,7 +93,7 @@ def hand_checker(campaign: Campaign, task: TaskSpec, job: JobDir, test_set: Test
 class RecorderProcess:
     """The evidence recorder's process: started and ready before the agent, stopped after."""
 
-    def __init__(self, config: RecorderConfig, test_set: TestSet, cell_dir: Path, env: Mapping[str, str]):
+    def __init__(self, config: RecorderConfig, test_set: JudgedSamples, cell_dir: Path, env: Mapping[str, str]):
         self.config_path = cell_dir / EVIDENCE_CONFIG
         atomic_write_json(self.config_path, asdict(config))
         stdin = json.dumps(test_set.samples if test_set.error is None else {"error": test_set.error})
@@ -165,7 +165,7 @@ def recording(
     task: TaskSpec,
     job: JobDir,
     cell_dir: Path,
-    test_set: TestSet | None,
+    test_set: JudgedSamples | None,
     secret_names: list[str],
     env: Mapping[str, str],
 ) -> Iterator[RecorderProcess | None]:

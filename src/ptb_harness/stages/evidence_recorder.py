@@ -59,7 +59,7 @@ from typing import Any
 from ptb_harness.core.cell_files import EVIDENCE, EVIDENCE_INDEX
 from ptb_harness.core.records import atomic_write_json
 from ptb_harness.judging.lookups import HOSTED_HOSTS, PTB_PLACES, SDK_CALLS
-from ptb_harness.judging.sources import TestSources, is_package_path
+from ptb_harness.judging.sources import TestSetPlaces, is_package_path
 from ptb_harness.runtime.inotify import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_Q_OVERFLOW, Event, Inotify, WatchError
 from ptb_harness.traces.redact import Redactor, secrets_from_env
 from ptb_scorer.contamination import FileScan, samples_sha256
@@ -115,6 +115,7 @@ class _Version:
     """The last read of a path."""
 
     sig: Sig
+    #: what the file was read as (its outermost kind)
     kind: str
     size: int
 
@@ -168,7 +169,7 @@ class Recorder:
         self.test_error = test_error
         #: the identity of the samples scanned against (set by main)
         self.test_sha256: str | None = None
-        self.sources = TestSources.of(config.test_set_spec)
+        self.sources = TestSetPlaces.of(config.test_set_spec)
         self.redact = redact
         self.baseline: dict[str, Sig] = {}
         self.seen: dict[str, _Version] = {}
@@ -301,7 +302,8 @@ class Recorder:
         self.counts["versions"] += 1
         self.counts["bytes_read"] += scan.budget.used
         self.counts["weights_bytes_skipped"] += scan.budget.weights_bytes
-        self.seen[rel] = _Version(sig_of(st), scan.budget.kind if offset == 0 else last.kind, st.st_size)
+        outer = scan.budget.kinds[0] if scan.budget.kinds else "empty"
+        self.seen[rel] = _Version(sig_of(st), outer if offset == 0 or last is None else last.kind, st.st_size)
         self._record(rel, st, digest, scan, offset)
 
     @staticmethod
@@ -354,7 +356,7 @@ class Recorder:
 
     def _record(self, rel: str, st: os.stat_result, digest: str, scan: FileScan, offset: int) -> None:
         result, place = scan.result, self.sources.place_of(rel)
-        counted = place is None or (TestSources.held_to_purity(place) and not result.pure)
+        counted = place is None or (TestSetPlaces.held_to_purity(place) and not result.pure)
         found = result.found(self.index, self._overlap) if self.index else []
         if result.hits:
             self.tally.add_hits(rel, result, counted)

@@ -23,7 +23,7 @@ from ptb_harness.runtime.procs import ProcessResult
 from ptb_harness.runtime.sandbox import Launch, Sandbox
 from ptb_harness.stages.agent_launch import AgentVariables, agent_request
 from ptb_harness.stages.attempts import update_attempt
-from ptb_harness.stages.evidence import TestSet
+from ptb_harness.stages.evidence import JudgedSamples
 from ptb_harness.stages.job_dir import JobDir
 from ptb_harness.stages.llm_gateway import agent_endpoints, agent_env
 
@@ -58,7 +58,7 @@ class SolveRun:
     #: the cell's caps (cgroup, rlimits) while the agent may run; every launch is confined by them
     caps: CellCaps | None = None
     #: with the judge: the task's test samples for the evidence recorder (stages.evidence)
-    test_set: TestSet | None = None
+    test_set: JudgedSamples | None = None
     #: the evidence recorder's pid while the agent runs (a child of ours, not the agent's leftover)
     recorder_pid: int | None = None
 
