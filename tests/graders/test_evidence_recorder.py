@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from ptb_harness.stages.evidence import RecorderProcess, JudgedSamples
+from ptb_harness.stages.evidence import JudgedSamples, RecorderProcess
 from ptb_harness.stages.evidence_recorder import RecorderConfig
 
 QUESTIONS = [
