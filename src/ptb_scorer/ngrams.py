@@ -143,6 +143,8 @@ class Scanner:
         self._counted: set[int] = set()
         self._matched: set[int] = set()
         self._min = min(index.hashes, default=index.n)
+        #: test-set words among those held: fewer than a gram's worth hold no gram
+        self._known = 0
         self._keep = max(index.hashes, default=1) - 1
 
     def feed(self, pieces: Iterable[Piece]) -> None:
@@ -159,7 +161,9 @@ class Scanner:
             self._counted.add(self._record)
         if ws:
             get = self.index.vocab.get
-            self._parts.append(np.fromiter(map(get, ws, repeat(0)), dtype=np.uint64, count=len(ws)))
+            ids = np.fromiter(map(get, ws, repeat(0)), dtype=np.uint64, count=len(ws))
+            self._known += int(np.count_nonzero(ids))
+            self._parts.append(ids)
             self._held += len(ws)
         if self._held >= BATCH_WORDS:
             self._scan(keep=self._keep)
@@ -183,16 +187,21 @@ class Scanner:
         if not self._parts:
             return
         a = np.concatenate(self._parts)
+        if self._known >= self._min:  # fewer test-set words than a gram has: no gram to find
+            self._find(a)
+        cut = max(len(a) - keep, 0)
+        self._parts = [a[cut:]] if cut < len(a) else []
+        self._held = len(a) - cut
+        self._known = int(np.count_nonzero(a[cut:]))
+        self._starts = [(0, self._record)]
+
+    def _find(self, a: np.ndarray) -> None:
         starts = np.array([p for p, _ in self._starts], dtype=np.int64)
         records = np.array([r for _, r in self._starts], dtype=np.int64)
         for k, hashes in self.index.hashes.items():
             pos, h = _candidates(a, k, hashes)
             if len(pos):
                 self._hits(h, records[np.searchsorted(starts, pos, side="right") - 1])
-        cut = max(len(a) - keep, 0)
-        self._parts = [a[cut:]] if cut < len(a) else []
-        self._held = len(a) - cut
-        self._starts = [(0, self._record)]
 
     def _hits(self, hashes: np.ndarray, records: np.ndarray) -> None:
         self._matched.update(np.unique(records).tolist())

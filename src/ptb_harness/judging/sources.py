@@ -56,7 +56,7 @@ class TestSetPlaces:
 
     def place_of(self, rel: str) -> str | None:
         """Why a path (relative to the job dir) is one of the test set's own places, or None."""
-        parts = PurePosixPath(rel).parts
+        parts = rel.split("/")
         if any(p.startswith(SCORER_LOG_PREFIX) for p in parts[:-1]):
             return "the task scorer's evaluation logs"
         if any(p in self.dataset_dirs for p in parts[:-1]):
@@ -73,6 +73,5 @@ class TestSetPlaces:
 
 def is_package_path(rel: str) -> bool:
     """Inside installed packages or an agent CLI's own state (see the module)."""
-    parts = PurePosixPath(rel).parts[:-1]
-    joined = "/".join(parts)
-    return any(p in PACKAGE_DIRS or p in CLI_STATE_DIRS for p in parts) or "/.local/state/" in f"/{joined}/"
+    parts = rel.split("/")[:-1]
+    return any(p in PACKAGE_DIRS or p in CLI_STATE_DIRS for p in parts) or "/.local/state/" in f"/{rel}"

@@ -46,6 +46,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import resource
 import signal
 import stat
@@ -60,7 +61,16 @@ from ptb_harness.core.cell_files import EVIDENCE, EVIDENCE_INDEX
 from ptb_harness.core.records import atomic_write_json
 from ptb_harness.judging.lookups import HOSTED_HOSTS, PTB_PLACES, SDK_CALLS
 from ptb_harness.judging.sources import TestSetPlaces, is_package_path
-from ptb_harness.runtime.inotify import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_Q_OVERFLOW, Event, Inotify, WatchError
+from ptb_harness.runtime.inotify import (
+    IN_CREATE,
+    IN_DELETE,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_Q_OVERFLOW,
+    Event,
+    Inotify,
+    WatchError,
+)
 from ptb_harness.traces.redact import Redactor, secrets_from_env
 from ptb_scorer.contamination import FileScan, samples_sha256
 from ptb_scorer.decode import Budget, decode
@@ -73,6 +83,10 @@ APPEND_OVERLAP = 64 << 10
 DEBOUNCE_FIRST, DEBOUNCE_MAX = 1.0, 60.0
 #: paths held open while their debounce runs
 MAX_HELD = 256
+#: what a file may name: PostTrainBench's places, a hosted LLM API's host, an SDK's call
+_MENTIONS = re.compile(
+    f"(?P<ptb>{PTB_PLACES.pattern})|(?P<hosted_api>{HOSTED_HOSTS.pattern})|(?P<sdk_call>{SDK_CALLS.pattern})", re.I
+)
 #: bounds of evidence.json's lists (its counts are whole)
 MAX_FINDINGS, MAX_MENTIONS, MAX_LISTED = 300, 200, 50
 _APPENDABLE = frozenset({"text", "jsonl", "csv"})
@@ -165,6 +179,7 @@ class Recorder:
     def __init__(self, config: RecorderConfig, index: NgramIndex | None, test_error: str | None, redact: Redactor):
         self.config = config
         self.root = Path(config.job_root)
+        self._prefix = str(self.root) + os.sep
         self.index = index
         self.test_error = test_error
         #: the identity of the samples scanned against (set by main)
@@ -193,7 +208,9 @@ class Recorder:
     # -- walking -------------------------------------------------------------------------
 
     def rel(self, path: str) -> str:
-        return os.path.relpath(path, self.root)
+        """A path below the job dir, relative to it (every path the recorder meets is)."""
+        prefix = self._prefix
+        return path[len(prefix) :] if path.startswith(prefix) else os.path.relpath(path, self.root)
 
     def walk(self, final: bool = False) -> Iterator[tuple[str, os.stat_result]]:
         """(path, lstat) of every entry under the roots; directories watched as listed.
@@ -343,10 +360,8 @@ class Recorder:
             yield piece
 
     def _look(self, text: str, rel: str) -> None:
-        for pattern, what in ((PTB_PLACES, "ptb"), (HOSTED_HOSTS, "hosted_api"), (SDK_CALLS, "sdk_call")):
-            m = pattern.search(text)
-            if m is None:
-                continue
+        for m in _MENTIONS.finditer(text):
+            what = m.lastgroup or ""
             self.tally.mentions_count += 1
             if len(self.tally.mentions) < MAX_MENTIONS:
                 line_start = text.rfind("\n", 0, m.start()) + 1
@@ -403,7 +418,7 @@ class Recorder:
             return True
         path = os.path.join(ev.directory, ev.name) if ev.name else ev.directory
         if ev.is_dir:
-            if ev.mask & IN_CREATE:
+            if ev.mask & (IN_CREATE | IN_MOVED_TO):  # made, or moved in whole
                 self._watch(path)
                 for sub, st in self._walk_new(path):
                     if stat.S_ISREG(st.st_mode):
