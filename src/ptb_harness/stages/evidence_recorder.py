@@ -52,6 +52,7 @@ import signal
 import stat
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,8 @@ from ptb_scorer.ngrams import NgramIndex, Piece, Scanner, ScanResult
 
 #: files read into memory whole (hashed once, their scan shared by identical copies)
 HASH_MAX = 64 << 20
+#: scans remembered by content (a job dir of 400,000 files does not keep 400,000)
+SCANS_KEPT = 4096
 #: a text file that grew is read from its old end, minus this overlap (grams across the seam)
 APPEND_OVERLAP = 64 << 10
 DEBOUNCE_FIRST, DEBOUNCE_MAX = 1.0, 60.0
@@ -86,6 +89,11 @@ MAX_HELD = 256
 #: what a file may name: PostTrainBench's places, a hosted LLM API's host, an SDK's call
 _MENTIONS = re.compile(
     f"(?P<ptb>{PTB_PLACES.pattern})|(?P<hosted_api>{HOSTED_HOSTS.pattern})|(?P<sdk_call>{SDK_CALLS.pattern})", re.I
+)
+#: a text holds a mention only if it holds one of these (lowercased)
+_MENTION_ANCHORS = (
+    *("posttrainbench", "aisa-group", "api", "openrouter", "azure", "bedrock", "dashscope", "router.huggingface"),
+    *("completions.create", ".create(", "generate_content(", "litellm"),
 )
 #: bounds of evidence.json's lists (its counts are whole)
 MAX_FINDINGS, MAX_MENTIONS, MAX_LISTED = 300, 200, 50
@@ -116,19 +124,21 @@ class RecorderConfig:
         return cls(**json.loads(path.read_text()))
 
 
-Sig = tuple[int, int, int, int]
+#: a file's identity, hashed to one int (a job dir of 400,000 files holds 400,000 of them)
+Sig = int
 
 
 def sig_of(st: os.stat_result) -> Sig:
     """A file's identity: a new content changes it (the ctime cannot be set back)."""
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return hash((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Version:
     """The last read of a path."""
 
     sig: Sig
+    ino: int
     #: what the file was read as (its outermost kind)
     kind: str
     size: int
@@ -173,6 +183,19 @@ class Tally:
             self.incomplete.append({"path": rel, "why": why})
 
 
+def peak_rss_kb() -> int:
+    """This process's peak resident memory (VmHWM: its own since exec; ru_maxrss can carry
+    its parent's across fork and exec)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 class Recorder:
     """The recorder's state and its reads; ``run`` is its life."""
 
@@ -190,7 +213,8 @@ class Recorder:
         self.seen: dict[str, _Version] = {}
         self.held: dict[str, _Held] = {}
         self.backoff: dict[str, tuple[float, float]] = {}
-        self.scans: dict[str, FileScan] = {}
+        #: the last scans by content (copies of one file, a rename's re-read), least recent first
+        self.scans: OrderedDict[str, FileScan] = OrderedDict()
         self.tally = Tally()
         self.counts: dict[str, int] = dict.fromkeys(
             ("versions", "bytes_read", "weights_bytes_skipped", "scans", "overflows", "unwatched_dirs", "entries"), 0
@@ -320,13 +344,14 @@ class Recorder:
         self.counts["bytes_read"] += scan.budget.used
         self.counts["weights_bytes_skipped"] += scan.budget.weights_bytes
         outer = scan.budget.kinds[0] if scan.budget.kinds else "empty"
-        self.seen[rel] = _Version(sig_of(st), outer if offset == 0 or last is None else last.kind, st.st_size)
+        kind = sys.intern(outer if offset == 0 or last is None else last.kind)
+        self.seen[rel] = _Version(sig_of(st), st.st_ino, kind, st.st_size)
         self._record(rel, st, digest, scan, offset)
 
     @staticmethod
     def _append_offset(st: os.stat_result, last: _Version | None) -> int:
         """Where to read a text file that only grew (its inode kept) from; 0: whole."""
-        if last is None or last.kind not in _APPENDABLE or last.sig[0] != st.st_ino or st.st_size < last.size:
+        if last is None or last.kind not in _APPENDABLE or last.ino != st.st_ino or st.st_size < last.size:
             return 0
         return max(last.size - APPEND_OVERLAP, 0) if last.size > 2 * APPEND_OVERLAP else 0
 
@@ -334,9 +359,11 @@ class Recorder:
         if offset == 0 and size <= HASH_MAX:
             data = f.read(size + 1)
             digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            if digest not in self.scans:
-                self.scans[digest] = self._scan_stream(io.BytesIO(data), rel, limit)
-            return digest, self.scans[digest]
+            scan = self.scans.pop(digest, None) or self._scan_stream(io.BytesIO(data), rel, limit)
+            self.scans[digest] = scan
+            if len(self.scans) > SCANS_KEPT:
+                self.scans.popitem(last=False)
+            return digest, scan
         f.seek(offset)
         head = hashlib.sha256(f.read(1 << 20)).hexdigest()
         f.seek(offset)
@@ -360,6 +387,9 @@ class Recorder:
             yield piece
 
     def _look(self, text: str, rel: str) -> None:
+        lowered = text.lower()
+        if not any(a in lowered for a in _MENTION_ANCHORS):  # most texts: a few substring tests
+            return
         for m in _MENTIONS.finditer(text):
             what = m.lastgroup or ""
             self.tally.mentions_count += 1
@@ -464,31 +494,35 @@ class Recorder:
                 del self.held[rel]
                 self.capture(str(self.root / rel), fd=held.fd)
 
-    def scan_all(self, final: bool = False) -> set[str]:
-        """Read every file whose identity changed; the paths seen."""
+    def scan_all(self, final: bool = False) -> int:
+        """Read every file whose identity changed; how many files there are."""
         self.counts["scans"] += 1
-        present = set()
+        files = 0
         for path, st in self.walk(final):
             if stat.S_ISREG(st.st_mode):
+                files += 1
                 rel = self.rel(path)
-                present.add(rel)
                 last = self.seen.get(rel)
                 sig = sig_of(st)
                 if self.baseline.get(rel) != sig and (last is None or last.sig != sig):
                     self.capture(path, final=final)
-        return present
+        return files
 
     # -- the record --------------------------------------------------------------------------
 
-    def finish(self, present: set[str]) -> dict[str, Any]:
+    def finish(self, files: int) -> dict[str, Any]:
+        """The record, once the final scan read everything (files: how many are left)."""
         for finding in [*self.tally.findings, *self.tally.mentions]:
-            finding["gone"] = finding["path"] not in present
-        for rel in sorted(self.unreadable - present):
+            finding["gone"] = not self._exists(finding["path"])
+        for rel in sorted(r for r in self.unreadable if not self._exists(r)):
             self.tally.fail(rel, "a file the recorder could not open (its mode), gone before the end")
         self.index_file.close()
-        return self.record(present)
+        return self.record(files)
 
-    def record(self, present: set[str]) -> dict[str, Any]:
+    def _exists(self, rel: str) -> bool:
+        return os.path.lexists(self.root / rel)
+
+    def record(self, files: int) -> dict[str, Any]:
         t = self.tally
         index = self.index
         found = sorted(i for i, gs in t.hits.items() if index and len(gs) >= self._overlap * index.grams_of[i])
@@ -519,11 +553,11 @@ class Recorder:
             "mentions": t.mentions,
             "mentions_count": t.mentions_count,
             "lost": {"count": t.lost_count, "paths": t.lost},
-            "counts": {**self.counts, "files_at_end": len(present), "baseline_files": len(self.baseline)},
+            "counts": {**self.counts, "files_at_end": files, "baseline_files": len(self.baseline)},
             "roots": self.config.roots,
             "seconds": round(time.time() - self.started, 3),
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
-            "max_rss_kb": usage.ru_maxrss,
+            "max_rss_kb": peak_rss_kb(),
         }
 
     def _incomplete(self) -> list[str]:
@@ -566,9 +600,9 @@ def run(config: RecorderConfig, samples: Any, out: Any) -> dict[str, Any]:
     for ev in rec.inotify.read(0):
         rec.on_event(ev, time.time())
     rec.due(time.time(), everything=True)
-    present = rec.scan_all(final=True)
+    files = rec.scan_all(final=True)
     rec.inotify.close()
-    record = rec.finish(present)
+    record = rec.finish(files)
     atomic_write_json(Path(config.out_dir) / EVIDENCE, record)
     return record
 
