@@ -94,7 +94,7 @@ def stop(rec: RecorderProcess, cell: Path) -> tuple[float, dict]:
     return took, json.loads((cell / "evidence.json").read_text())
 
 
-def bench_harness(n: int, base: Path) -> None:
+def bench_harness(n: int, base: Path) -> dict:
     job, cell = base / "h-job", base / "h-cell"
     (job / "tmp").mkdir(parents=True)
     cell.mkdir()
@@ -110,9 +110,10 @@ def bench_harness(n: int, base: Path) -> None:
     print(f"  recorder final scan, nothing changed    {final:7.2f} s   {final / floor:5.1f}x the floor")
     print(f"  recorder CPU {ev['cpu_seconds']:.1f} s, peak RSS {ev['max_rss_kb'] / 1024:.0f} MiB, "
           f"files read {ev['counts']['versions']}")  # fmt: skip
+    return {"walk_floor": floor, "start": ready, "final": final, "rss_mib": ev["max_rss_kb"] / 1024}
 
 
-def bench_agent(n: int, base: Path) -> tuple[Path, Path]:
+def bench_agent(n: int, base: Path) -> tuple[Path, Path, dict]:
     alone = make_files(base / "alone" / "home", n)
     read = read_floor(base / "alone" / "home")
     shutil.rmtree(base / "alone")
@@ -134,10 +135,11 @@ def bench_agent(n: int, base: Path) -> tuple[Path, Path]:
     print(f"  recorder's stop after the writes (its backlog, then the final scan) {final:7.2f} s")
     print(f"  recorder peak RSS {ev['max_rss_kb'] / 1024:.0f} MiB; versions read {ev['counts']['versions']}, "
           f"complete {ev['complete']}")  # fmt: skip
-    return job, cell
+    numbers = {"alone": alone, "beside": beside, "read_floor": read, "cpu": cpu, "stop": final}
+    return job, cell, numbers | {"rss_mib": ev["max_rss_kb"] / 1024}
 
 
-def bench_judge(job: Path, cell: Path) -> None:
+def bench_judge(job: Path, cell: Path) -> dict:
     from ptb_harness.stages.agent_files import save_agent_files
     from ptb_harness.traces.redact import Redactor
 
@@ -180,6 +182,18 @@ print(json.dumps({{"seconds": took, "rss_kb": peak_rss_kb(), "verdict": rec["ver
     print(f"  the solve keeps the agent's files for the prompt (save_agent_files) {kept:7.2f} s")
     print(f"  run_judge (evidence.json, kept files, 6 stand-in requests)         {out['seconds']:7.2f} s, "
           f"peak RSS {out['rss_kb'] / 1024:.0f} MiB, verdict {out['verdict']}")  # fmt: skip
+    return {"kept": kept, "judge": out["seconds"], "judge_rss_mib": out["rss_kb"] / 1024}
+
+
+def measure(n: int, where: str) -> dict:
+    """Every part, on n files under where: the numbers (run_all's rows)."""
+    base = Path(tempfile.mkdtemp(prefix="ptb-bench-evidence-", dir=where))
+    try:
+        harness = bench_harness(n, base)
+        job, cell, agent = bench_agent(n, base)
+        return {"harness": harness, "agent": agent, "judge": bench_judge(job, cell)}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def main() -> int:
@@ -196,7 +210,7 @@ def main() -> int:
         if args.only in (None, "harness"):
             bench_harness(n, base)
         if args.only in (None, "agent"):
-            job, cell = bench_agent(n, base)
+            job, cell, _ = bench_agent(n, base)
             bench_judge(job, cell)
     finally:
         shutil.rmtree(base, ignore_errors=True)

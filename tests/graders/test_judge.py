@@ -249,6 +249,23 @@ def test_an_unreadable_test_set_fails_closed(tmp_path: Path):
     assert "test.jsonl" in record["contamination"]["justification"]
 
 
+def test_evidence_over_its_read_bound_fails_closed_never_no_files(tmp_path: Path):
+    """agent_files.json and evidence.json past the 16 MiB they are read with (the agent left
+    a bulk of files): judge_failed naming the file, and the checks that could run recorded."""
+    with StandInGrader(default=clean_answer) as server:
+        campaign, cell, cdir = judged_cell(tmp_path, server.base_url, train_file=COPIED, final_config=BASE_CONFIG)
+        bulk = {"saved": [{"path": f"f{i}.txt"} for i in range(10)], "padding": "x" * (17 << 20)}
+        (cdir / "agent_files.json").write_text(json.dumps(bulk))
+        record = judge(campaign, cell, cdir)
+        assert record["verdict"] == "judge_failed" and "agent_files.json" in record["judge"]["error"]
+        assert record["contamination"]["flagged_by"] == ["ngram_overlap"]  # recorded before the failure
+        evidence = json.loads((cdir / "evidence.json").read_text())
+        (cdir / "evidence.json").write_text(json.dumps({**evidence, "padding": "x" * (17 << 20)}))
+        record = judge(campaign, cell, cdir)
+    assert record["verdict"] == "judge_failed" and record["contamination"]["judge_failed"]
+    assert "evidence.json is missing or unreadable" in record["contamination"]["justification"]
+
+
 # -- the pieces, by hand ---------------------------------------------------------------------
 def test_ngram_overlap_survives_case_and_punctuation():
     from ptb_scorer.ngrams import NgramIndex, Piece, scan_text

@@ -131,6 +131,7 @@ def run_judge(
         _contamination(campaign, evidence, found)
         _disallowed_model(campaign, cell, final_model, found)
         evidence = _lookups(transcript, judgement_json.parent, evidence, found)
+        evidence = _kept_files(judgement_json.parent, evidence, found)
         votes = _ask_judges(campaign, cell, task, evidence, found, record, host_env)
     except (JudgeInputError, LLMUnavailable, OSError) as e:
         failure = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
@@ -141,16 +142,21 @@ def run_judge(
 
 
 def _gather(task: TaskSpec, transcript: Path, cell_dir: Path, found: _Findings) -> _Evidence:
-    """The task's rules (as hashed at load), the transcript, the agent's kept files and
-    the evidence record."""
+    """The task's rules (as hashed at load), the transcript and the evidence record."""
     found.inputs["info_json"] = task.info_sha256
     text = transcript.read_text(encoding="utf-8", errors="replace")
     found.inputs["transcript"] = _sha256(transcript.read_bytes())
-    files = _agent_files(cell_dir)
-    found.inputs[AGENT_FILES] = {name: _sha256(t.encode()) for name, t in files}
     recorded = read_json_dict(cell_dir / EVIDENCE)
     found.inputs[EVIDENCE] = _sha256((cell_dir / EVIDENCE).read_bytes()) if recorded is not None else None
-    return _Evidence(text, files, recorded)
+    return _Evidence(text, [], recorded)
+
+
+def _kept_files(cell_dir: Path, evidence: _Evidence, found: _Findings) -> _Evidence:
+    """The agent's files the solve kept for the judges' prompt (after the checks: a record
+    that cannot be read fails the judges, and the checks' results stay recorded)."""
+    files = _agent_files(cell_dir)
+    found.inputs[AGENT_FILES] = {name: _sha256(t.encode()) for name, t in files}
+    return dataclasses.replace(evidence, files=files)
 
 
 def _contamination(campaign: Campaign, evidence: _Evidence, found: _Findings) -> None:
