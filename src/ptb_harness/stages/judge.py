@@ -260,14 +260,20 @@ def _ask_judges(
             runs = client.map(ask, plan)
         finally:
             record["judge"]["usage"] = client.call_stats()
+    return _votes(plan, runs, cfg.contamination_quorum, found)
+
+
+def _votes(plan: list[tuple[Judge, int]], runs: list[Run], quorum: int, found: _Findings) -> dict[str, FieldVote]:
+    """Each judge's runs resolved per field (the contamination judge by the quorum, the
+    others alone), and recorded."""
     votes: dict[str, FieldVote] = {}
     for judge in JUDGES:
         mine = [run for (j, _), run in zip(plan, runs, strict=True) if j is judge]
-        quorum = cfg.contamination_quorum if judge is CONTAMINATION else 1
-        resolved = resolve(mine, judge.fields, quorum)
+        needed = quorum if judge is CONTAMINATION else 1
+        resolved = resolve(mine, judge.fields, needed)
         votes.update(resolved)
         found.judges[judge.name] = {
-            "quorum": quorum,
+            "quorum": needed,
             "runs": [r.to_dict() for r in mine],
             "resolved": {f: v.resolved_by for f, v in resolved.items()},
         }
