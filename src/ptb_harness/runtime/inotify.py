@@ -102,3 +102,30 @@ class Inotify:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class NoWatch:
+    """Where inotify is not to be had: no directory is watched, no event comes (the
+    recorder then walks only)."""
+
+    fd = -1
+    watched = 0
+
+    def watch(self, directory: str) -> None:
+        raise WatchError(0, "inotify is not available")
+
+    def read(self, timeout: float) -> Iterator[Event]:
+        select.select([], [], [], max(timeout, 0))
+        return iter(())
+
+    def close(self) -> None:
+        pass
+
+
+def max_user_watches() -> int | None:
+    """The kernel's limit of watches per user (fs.inotify.max_user_watches), None unknown."""
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None

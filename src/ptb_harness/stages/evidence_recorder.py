@@ -70,6 +70,7 @@ from ptb_harness.runtime.inotify import (
     IN_Q_OVERFLOW,
     Event,
     Inotify,
+    NoWatch,
     WatchError,
 )
 from ptb_harness.traces.redact import Redactor, secrets_from_env
@@ -223,7 +224,12 @@ class Recorder:
         #: paths that could not be opened during the run (the final scan lifts their mode)
         self.unreadable: set[str] = set()
         self.started = time.time()
-        self.inotify = Inotify()
+        try:
+            self.inotify: Inotify | NoWatch = Inotify()
+            self.watching = "inotify"
+        except OSError as e:  # the walks still see every file that lives past one
+            self.inotify = NoWatch()
+            self.watching = f"walks only (inotify: {e})"
         # open for the recorder's life, closed by finish()
         self.index_file = gzip.open(  # noqa: SIM115
             Path(config.out_dir) / EVIDENCE_INDEX, "wt", encoding="utf-8", compresslevel=3
@@ -555,6 +561,7 @@ class Recorder:
             "lost": {"count": t.lost_count, "paths": t.lost},
             "counts": {**self.counts, "files_at_end": files, "baseline_files": len(self.baseline)},
             "roots": self.config.roots,
+            "watching": self.watching,
             "seconds": round(time.time() - self.started, 3),
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
             "max_rss_kb": peak_rss_kb(),
