@@ -162,6 +162,12 @@ def _summary(recorded: Mapping[str, Any], found: int, samples: int, tolerated: i
     lost = recorded.get("lost") if isinstance(recorded.get("lost"), Mapping) else {}
     if _int(lost.get("count")):
         text += f"; {lost['count']} files were deleted before the recorder could open them"
+    counts = recorded.get("counts") if isinstance(recorded.get("counts"), Mapping) else {}
+    if _int(counts.get("unwatched_dirs")):
+        text += (
+            f"; {counts['unwatched_dirs']} directories past the inotify watch limit were read by walks only"
+            " (a file living there shorter than a walk's interval can be missed)"
+        )
     return text
 
 
