@@ -563,6 +563,11 @@ def _parquet(stream: IO[bytes], name: str, budget: Budget, depth: int) -> Iterat
 
     try:
         pf = pq.ParquetFile(seekable)
+        # what the columns decompress to, before any is (a small file can expand a thousandfold)
+        size = sum(pf.metadata.row_group(i).total_byte_size for i in range(pf.metadata.num_row_groups))
+        if budget.used + size > budget.max_bytes:
+            budget.stop(f"{name}: its {size} bytes of columns are over the {budget.max_bytes}-byte bound")
+            return
         yield from _table_rows(pf.iter_batches(batch_size=4096), name, budget, depth)
     except pa.ArrowException as e:
         budget.stop(f"{name}: not readable as parquet ({str(e)[:200]})")

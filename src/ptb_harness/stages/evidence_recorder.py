@@ -320,7 +320,10 @@ class Recorder:
             last = self.seen.get(rel)
             if self.baseline.get(rel) == sig or (last is not None and last.sig == sig):
                 return
-            self._read(rel, f, st, last)
+            try:
+                self._read(rel, f, st, last)
+            except Exception as e:  # a reader's bug or an input no reader foresaw: this file, not the record
+                self.tally.fail(rel, f"the recorder failed reading it ({type(e).__name__}: {str(e)[:200]})")
 
     def _open(self, path: str, rel: str, final: bool) -> int | None:
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
