@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,8 @@ from ptb_harness.judging.checks import model_identity
 from ptb_harness.judging.judges import FIELDS
 from ptb_harness.judging.verdict import parse_answer
 from ptb_harness.stages.agent_files import save_agent_files
-from ptb_harness.stages.evidence import load_test_set, recording
+from ptb_harness.stages.evidence import load_test_set, recorder_config
+from ptb_harness.stages.evidence_recorder import record_once
 from ptb_harness.stages.job_dir import JobDir
 from ptb_harness.stages.judge import run_judge
 from ptb_harness.traces.redact import Redactor
@@ -72,8 +72,8 @@ def judged_cell(
     before=None,
     **judge,
 ) -> tuple:
-    """A cell as its solve leaves it, judge-ready: the job dir's files written while the
-    real evidence recorder runs (a process of its own, on inotify), the agent's files kept.
+    """A cell as its solve leaves it, judge-ready: the job dir's files written between the
+    evidence recorder's baseline and its final scan, the agent's files kept.
     files: more of the agent's files (path in HOME -> text or bytes); before(root): runs
     after the task is written, before the recorder loads its test set."""
     root = make_workdir(tmp_path / "campaign")
@@ -110,7 +110,8 @@ def judged_cell(
     (home / "task").mkdir(parents=True)
     job.tmp.mkdir()
     task = campaign.task("graded")
-    with recording(campaign, task, job, cdir, load_test_set(campaign, task), [], os.environ):
+
+    def agent() -> None:
         (home / "data").mkdir()
         (home / "data" / "train.jsonl").write_text(train_file)
         (home / "train.py").write_text("import json\n# fine-tune on data/train.jsonl\n")
@@ -119,6 +120,12 @@ def judged_cell(
         for name, data in (files or {}).items():
             (home / name).parent.mkdir(parents=True, exist_ok=True)
             (home / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+    # the recorder's baseline, reads and record in this process (its process and events:
+    # tests/graders/test_evidence_recorder.py and test_hiding.py)
+    test_set = load_test_set(campaign, task)
+    samples = test_set.samples if test_set.error is None else {"error": test_set.error}
+    record_once(recorder_config(campaign, task, job, cdir, []), samples, agent)
     save_agent_files(home, root / "tasks" / "graded", cdir, Redactor({}), 10**6, 1000)
     return campaign, cell, cdir
 

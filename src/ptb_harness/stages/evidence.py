@@ -18,7 +18,6 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.tasks import TaskSpec
@@ -142,7 +141,9 @@ class RecorderProcess:
             self.proc.wait()
 
 
-def recorder_config(campaign: Campaign, task: TaskSpec, job: JobDir, cell_dir: Path, secret_names: list[str]) -> Any:
+def recorder_config(
+    campaign: Campaign, task: TaskSpec, job: JobDir, cell_dir: Path, secret_names: list[str]
+) -> RecorderConfig:
     site, judge = campaign.settings.site, campaign.settings.judge
     return RecorderConfig(
         job_root=str(job.root),

@@ -617,6 +617,23 @@ def run(config: RecorderConfig, samples: Any, out: Any) -> dict[str, Any]:
     return record
 
 
+def record_once(config: RecorderConfig, samples: Any, between: Any) -> dict[str, Any]:
+    """The recorder's life in this process, without its events: the baseline, between()
+    (what the agent does), the final scan, the record. For tools and tests that need a
+    cell's evidence fast; a solve runs the process (``run``)."""
+    error = str(samples.get("error")) if isinstance(samples, dict) else None
+    index = NgramIndex(samples, config.ngram_n) if isinstance(samples, list) else None
+    rec = Recorder(config, index, error, Redactor(secrets_from_env(config.secret_names, os.environ)))
+    rec.test_sha256 = samples_sha256(samples) if isinstance(samples, list) else None
+    rec.take_baseline()
+    between()
+    files = rec.scan_all(final=True)
+    rec.inotify.close()
+    record = rec.finish(files)
+    atomic_write_json(Path(config.out_dir) / EVIDENCE, record)
+    return record
+
+
 def main(argv: list[str] | None = None) -> int:
     """CONFIG (RecorderConfig as JSON); the test samples come on stdin (a JSON list, or
     {"error": why})."""
