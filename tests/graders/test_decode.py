@@ -247,3 +247,25 @@ def test_a_streamed_decode_of_a_big_text_keeps_grams_across_chunks():
     budget = Budget(1 << 30)
     result = scan_text(INDEX, decode(io.BytesIO(big), "f", budget))
     assert result.found(INDEX, 0.5) == list(range(len(QUESTIONS)))
+
+
+def test_the_agents_own_check(tmp_path: Path, capsys):
+    """contamination_check.py (ptb_scorer.contamination.main) as the agent runs it: the
+    judge's samples from test_set.json, any files and dirs, exit 1 past the tolerance."""
+    from ptb_scorer.contamination import main, samples_sha256
+
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps({"question": q}) + "\n" for q in QUESTIONS))
+    identity = {"spec": {"path": "test.jsonl", "fields": ["question"]}, "sha256": samples_sha256(QUESTIONS)}
+    (tmp_path / "test_set.json").write_text(json.dumps({**identity, "n": 13, "sample_overlap": 0.5, "tolerated": 3}))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "mine.jsonl").write_text('{"q": "what is two plus two"}\n')
+    args = ["--test-set", str(tmp_path / "test_set.json")]
+    assert main([*args, str(tmp_path / "data")]) == 0
+    (tmp_path / "data" / "copy.pkl").write_bytes(pickle.dumps(ROWS[:4]))
+    assert main([*args, str(tmp_path / "data")]) == 1
+    out = capsys.readouterr().out
+    assert "copy.pkl: 4 test samples (pickle)" in out and "4 of 60 test samples found in all (3 tolerated)" in out
+    identity["sha256"] = "0" * 64  # the samples loaded here are not the judge's: said so
+    (tmp_path / "test_set.json").write_text(json.dumps(identity))
+    main([*args, str(tmp_path / "data")])
+    assert "differ from the judge's" in capsys.readouterr().err
