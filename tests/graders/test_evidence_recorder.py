@@ -97,14 +97,14 @@ def test_every_file_the_agent_wrote_is_read_wherever_and_however_briefly(tmp_pat
     assert evidence["counts"]["baseline_files"] == 3
 
 
-def test_a_log_written_over_and_over_is_read_from_where_it_ended(tmp_path: Path):
+def test_a_log_written_over_and_over_is_read_from_where_it_ended_unless_its_start_changed(tmp_path: Path):
     def agent(job: Path) -> None:
         log = job / "home" / "train.log"
         for step in range(400):
             with open(log, "a") as f:
                 f.write(f"step {step} loss {1 / (step + 1):.4f} " + "x" * 1000 + "\n")
-            if step == 200:
-                with open(log, "a") as f:
+            if step == 300:  # its start overwritten in place: only the appends are new, it seems
+                with open(log, "r+") as f:
                     f.write(COPY)
             time.sleep(0.005)
 

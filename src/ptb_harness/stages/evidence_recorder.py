@@ -143,6 +143,8 @@ class _Version:
     #: what the file was read as (its outermost kind)
     kind: str
     size: int
+    #: a text file's sha256 of its bytes as read (the next read checks its old part is unchanged)
+    prefix: bytes = b""
 
 
 @dataclass
@@ -182,6 +184,43 @@ class Tally:
         self.incomplete_count += 1
         if len(self.incomplete) < MAX_LISTED:
             self.incomplete.append({"path": rel, "why": why})
+
+
+class _Borrowed(io.RawIOBase):
+    """A file from ``base`` on, as a stream of its own (position 0 is base), read through a
+    buffer that does not close it."""
+
+    def __init__(self, f: Any, base: int = 0):
+        self.f, self.base = f, base
+        f.seek(base)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        return self.f.readinto(b)
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self.f.seek(pos + self.base if whence == io.SEEK_SET else pos, whence) - self.base
+
+    def tell(self) -> int:
+        return self.f.tell() - self.base
+
+
+def _prefix_digest(f: Any, size: int) -> bytes:
+    """sha256 of a file's first size bytes (b"" when it holds fewer now)."""
+    f.seek(0)
+    h, left = hashlib.sha256(), size
+    while left > 0:
+        data = f.read(min(left, 1 << 20))
+        if not data:
+            return b""
+        h.update(data)
+        left -= len(data)
+    return h.digest()
 
 
 def peak_rss_kb() -> int:
@@ -347,25 +386,30 @@ class Recorder:
     def _read(self, rel: str, f: Any, st: os.stat_result, last: _Version | None) -> None:
         left = self.config.total_max_bytes - self.counts["bytes_read"]
         limit = min(self.config.file_max_bytes, max(left, 0))
-        offset = self._append_offset(st, last)
+        offset = self._append_offset(f, st, last)
         digest, scan = self._scan(rel, f, st.st_size, limit, offset)
         self.counts["versions"] += 1
         self.counts["bytes_read"] += scan.budget.used
         self.counts["weights_bytes_skipped"] += scan.budget.weights_bytes
         outer = scan.budget.kinds[0] if scan.budget.kinds else "empty"
         kind = sys.intern(outer if offset == 0 or last is None else last.kind)
-        self.seen[rel] = _Version(sig_of(st), st.st_ino, kind, st.st_size)
+        prefix = _prefix_digest(f, st.st_size) if kind in _APPENDABLE else b""
+        self.seen[rel] = _Version(sig_of(st), st.st_ino, kind, st.st_size, prefix)
         self._record(rel, st, digest, scan, offset)
 
     @staticmethod
-    def _append_offset(st: os.stat_result, last: _Version | None) -> int:
-        """Where to read a text file that only grew (its inode kept) from; 0: whole."""
+    def _append_offset(f: Any, st: os.stat_result, last: _Version | None) -> int:
+        """Where to read a text file that only grew from (its inode kept, its old bytes the
+        same: hashed again, some 50x cheaper than reading them again); 0: whole."""
         if last is None or last.kind not in _APPENDABLE or last.ino != st.st_ino or st.st_size < last.size:
             return 0
-        return max(last.size - APPEND_OVERLAP, 0) if last.size > 2 * APPEND_OVERLAP else 0
+        if last.size <= 2 * APPEND_OVERLAP or _prefix_digest(f, last.size) != last.prefix:
+            return 0
+        return last.size - APPEND_OVERLAP
 
     def _scan(self, rel: str, f: Any, size: int, limit: int, offset: int) -> tuple[str, FileScan]:
         if offset == 0 and size <= HASH_MAX:
+            f.seek(0)
             data = f.read(size + 1)
             digest = "sha256:" + hashlib.sha256(data).hexdigest()
             scan = self.scans.pop(digest, None) or self._scan_stream(io.BytesIO(data), rel, limit)
@@ -376,7 +420,8 @@ class Recorder:
         f.seek(offset)
         head = hashlib.sha256(f.read(1 << 20)).hexdigest()
         f.seek(offset)
-        return f"head-sha256:{head}@{offset}", self._scan_stream(io.BufferedReader(f, 1 << 20), rel, limit)
+        stream = io.BufferedReader(_Borrowed(f, offset), 1 << 20)  # from offset; f stays open
+        return f"head-sha256:{head}@{offset}", self._scan_stream(stream, rel, limit)
 
     def _scan_stream(self, stream: Any, rel: str, limit: int) -> FileScan:
         """Every text of the file against the test set (without one, still read: for the
