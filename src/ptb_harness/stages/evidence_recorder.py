@@ -18,7 +18,7 @@ How it sees the files:
   moved in, is read at once (``Inotify``). A path written again within its debounce
   window (1 s, doubling to 60 s for a path written over and over) is held open and read
   when the window ends, so deleting it in between loses nothing; a text file that only
-  grew is read from where the last read ended.
+  grew is read from where the last read ended, once its old bytes hash as they did.
 - **Periodic scans** (``site.evidence_scan_seconds``) read whatever changed unnoticed (a
   full inotify queue, directories past the watch limit, a file written through mmap).
 - **The final scan** after the agent ended reads what is left, files the agent made
