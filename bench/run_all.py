@@ -11,6 +11,10 @@ Prints one table and writes bench/results/summary.{csv,md}. Benchmarks (NAME):
   cell       per-cell overhead of a full cell (agent and scorer that exit at once) on the
              local profile, minus the two processes' own time (goal < 2 s)
   traces     detect + parse + sanitize vs a bare json.loads loop (bench_traces.py)
+  evidence   the judge's evidence on a 400,000-file job dir (bench_evidence.py, on /dev/shm):
+             the evidence recorder's start and walk vs a plain walk with lstat, its CPU
+             reading every file the agent writes vs opening, reading and hashing them,
+             the judge stage after it; seconds and peak RSS
   gateway    a model call and a long stream through the cell's LLM gateway vs straight to
              the scripted server (bench_gateway.py; goals: p50 < 2 ms added, throughput
              >= 0.9x direct)
@@ -44,6 +48,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import bench_evidence
 import bench_gateway
 import bench_sandbox
 import bench_status
@@ -312,6 +317,21 @@ def bench_gateway_costs(tmp: Path, quick: bool) -> None:
     )
 
 
+def bench_evidence_costs(tmp: Path, quick: bool) -> None:
+    n = 20_000 if quick else 400_000
+    where = "/dev/shm" if os.path.isdir("/dev/shm") else str(tmp)
+    r = bench_evidence.measure(n, where)
+    h, a, j = r["harness"], r["agent"], r["judge"]
+    row("evidence", f"recorder start over {n} harness files", h["start"], "walk with lstat", h["walk_floor"],
+        rss_mib=round(h["rss_mib"]))  # fmt: skip
+    row("evidence", f"recorder walk over {n} unchanged files", h["final"], "walk with lstat", h["walk_floor"])
+    row("evidence", f"recorder CPU reading {n} files the agent wrote", a["cpu"], "open, read, hash", a["read_floor"],
+        rss_mib=round(a["rss_mib"]), us_per_file=round(a["cpu"] / n * 1e6))  # fmt: skip
+    row("evidence", f"the agent writing {n} files beside the recorder", a["beside"], "alone", a["alone"])
+    row("evidence", "run_judge of that cell (6 stand-in requests)", j["judge"], "", None,
+        rss_mib=round(j["judge_rss_mib"]))  # fmt: skip
+
+
 def bench_gpu(tmp: Path, quick: bool) -> None:
     from gpu_timing import time_reap_decision
 
@@ -416,7 +436,20 @@ def bench_scale(tmp: Path, quick: bool) -> None:
         shutil.rmtree(d)
 
 
-BENCHES = ["plan", "rerun", "cell", "sandbox", "traces", "gateway", "status", "gpu", "scheduler", "scale"]
+BENCHES = ["plan", "rerun", "cell", "sandbox", "traces", "evidence", "gateway", "status", "gpu", "scheduler", "scale"]
+
+
+RUNNERS = {
+    "plan": bench_plan,
+    "cell": bench_cell,
+    "sandbox": bench_sandbox_launch,
+    "traces": bench_trace,
+    "evidence": bench_evidence_costs,
+    "gateway": bench_gateway_costs,
+    "gpu": bench_gpu,
+    "scheduler": bench_scheduler,
+    "scale": bench_scale,
+}
 
 
 def main() -> int:
@@ -430,24 +463,11 @@ def main() -> int:
     print(f"bench: {', '.join(b for b in BENCHES if b in which)} on {os.cpu_count()} cores", flush=True)
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="ptb-bench-") as d:
         tmp = Path(d)
-        if "plan" in which:
-            bench_plan(tmp, args.quick)
-        if which & {"rerun", "status"}:
-            bench_rerun_and_status(tmp, args.quick, which)
-        if "cell" in which:
-            bench_cell(tmp, args.quick)
-        if "sandbox" in which:
-            bench_sandbox_launch(tmp, args.quick)
-        if "traces" in which:
-            bench_trace(tmp, args.quick)
-        if "gateway" in which:
-            bench_gateway_costs(tmp, args.quick)
-        if "gpu" in which:
-            bench_gpu(tmp, args.quick)
-        if "scheduler" in which:
-            bench_scheduler(tmp, args.quick)
-        if "scale" in which:
-            bench_scale(tmp, args.quick)
+        for name in BENCHES:
+            if name == "rerun" and which & {"rerun", "status"}:  # one run measures both
+                bench_rerun_and_status(tmp, args.quick, which)
+            elif name in which and name in RUNNERS:
+                RUNNERS[name](tmp, args.quick)
     write_results(args.name + ("-quick" if args.quick else ""))
     return 0
 

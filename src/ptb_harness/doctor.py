@@ -22,6 +22,7 @@ from ptb_harness.campaign.settings import Site
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.text import terminal_line
 from ptb_harness.runtime.agent_cli import installed_version, pinned_versions
+from ptb_harness.runtime.inotify import Inotify, max_user_watches
 from ptb_harness.runtime.sandbox_settings import RuntimeSettings
 
 #: Host variables that choose a cache; the harness sets all of them inside sandboxes.
@@ -357,6 +358,22 @@ def check_tmp_root(site: Site) -> Check:
     return Check("tmp_root", True, f"{root}: {free_gb:.1f} GB free (need {site.min_tmp_free_gb})")
 
 
+def check_evidence_recorder(campaign: Campaign) -> Check:
+    """With the judge on, the evidence recorder reads each file the agent closes (inotify);
+    without inotify it walks the job dir only, and misses files living shorter than a walk."""
+    if not campaign.settings.judge.enabled:
+        return Check("evidence recorder", True, "the judge is off: no recorder runs")
+    try:
+        Inotify().close()
+    except OSError as e:
+        every = campaign.settings.site.evidence_scan_seconds
+        why = f"inotify is not available ({e}): the recorder walks the job dir every {every:g} s only"
+        return Check("evidence recorder", False, why, "a Linux kernel with inotify (files living shorter are missed)")
+    limit = max_user_watches()
+    return Check("evidence recorder", True, f"inotify, {limit if limit is not None else 'an unknown number of'} "
+                 "watches per user (one per directory of a job dir; past them, walks)")  # fmt: skip
+
+
 def check_results_dir(campaign: Campaign) -> Check:
     root = campaign.results_dir
     why = campaign.settings.paths.results_problem()
@@ -436,6 +453,7 @@ def run_checks(campaign: Campaign, host_env: Mapping[str, str] | None = None) ->
         lambda: check_scoring_data(campaign),
         lambda: check_tmp_root(site),
         lambda: check_results_dir(campaign),
+        lambda: check_evidence_recorder(campaign),
         lambda: check_host_cache_vars(host_env),
         lambda: check_agent_clis(campaign),
     ]

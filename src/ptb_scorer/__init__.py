@@ -25,4 +25,8 @@ harness's scoring copy both run it.
   grader models, and the harness's judge).
 - ``arena``, ``rubric``: pairwise (Arena-Hard) and rubric (HealthBench) grading.
 - ``graded``: the graded tasks' scoring: the model answers, a grader model grades.
+- ``contamination``: the n-gram check of files against a task's test set (the judge's, and
+  the agent's own ``contamination_check.py``), on ``decode`` (every text a file holds, in
+  any encoding and container, weights told by content, pickles never executed) and
+  ``ngrams`` (word n-gram overlap, vectorised).
 """

@@ -16,10 +16,13 @@ from test_prompt import HARNESS_HEADINGS
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.config import load_config_files
 from ptb_harness.campaign.scoring import base_architecture, missing_data
-from ptb_harness.judging.checks import model_identity, ngram_overlap
+from ptb_harness.judging.checks import model_identity
 from ptb_harness.judging.judges import FIELDS
 from ptb_harness.judging.verdict import parse_answer
 from ptb_harness.stages.agent_files import save_agent_files
+from ptb_harness.stages.evidence import load_test_set, recorder_config
+from ptb_harness.stages.evidence_recorder import record_once
+from ptb_harness.stages.job_dir import JobDir
 from ptb_harness.stages.judge import run_judge
 from ptb_harness.traces.redact import Redactor
 
@@ -57,17 +60,35 @@ def clean_answer(req):
 
 
 def judged_cell(
-    tmp_path: Path, url: str, *, train_file: str, final_config: dict, site=None, models=None, **judge
+    tmp_path: Path,
+    url: str,
+    *,
+    train_file: str,
+    final_config: dict,
+    site=None,
+    models=None,
+    info=None,
+    files=None,
+    before=None,
+    **judge,
 ) -> tuple:
+    """A cell as its solve leaves it, judge-ready: the job dir's files written between the
+    evidence recorder's baseline and its final scan, the agent's files kept.
+    files: more of the agent's files (path in HOME -> text or bytes); before(root): runs
+    after the task is written, before the recorder loads its test set."""
     root = make_workdir(tmp_path / "campaign")
     (root / "models" / "m1" / "config.json").write_text(json.dumps(BASE_CONFIG))
     (root / "models" / "m1-instruct").mkdir()
     (root / "models" / "m1-instruct" / "config.json").write_text(json.dumps(INSTRUCT_CONFIG))
-    info = {"judge": {"test_set": {"path": "test.jsonl", "fields": ["question"]}, "allowed_data": "the train split"}}
+    info = info or {
+        "judge": {"test_set": {"path": "test.jsonl", "fields": ["question"]}, "allowed_data": "the train split"}
+    }
     write_task(root, "graded", "pass\n", info)
     (root / "tasks" / "graded" / "test.jsonl").write_text(
         "".join(json.dumps({"question": q}) + "\n" for q in TEST_QUESTIONS)
     )
+    if before:
+        before(root)
     endpoint = {"base_url": url, "model": "standin-judge", "backoff_seconds": 0.01, **judge.pop("endpoint", {})}
     cfg = campaign_config(
         tasks=["graded"],
@@ -84,13 +105,27 @@ def judged_cell(
     (cdir / "final_model").mkdir(parents=True)
     (cdir / "final_model" / "config.json").write_text(json.dumps(final_config))
     (cdir / "solve_parsed_sanitized.txt").write_text("[t] ASSISTANT: I will fine-tune on train.jsonl\n")
-    home = tmp_path / "job" / "home"
+    job = JobDir(tmp_path / "job")
+    home = job.home
     (home / "task").mkdir(parents=True)
-    (home / "data").mkdir()
-    (home / "data" / "train.jsonl").write_text(train_file)
-    (home / "train.py").write_text("import json\n# fine-tune on data/train.jsonl\n")
-    (home / "final_model").mkdir()
-    (home / "final_model" / "model.safetensors").write_bytes(b"\0" * 100)
+    job.tmp.mkdir()
+    task = campaign.task("graded")
+
+    def agent() -> None:
+        (home / "data").mkdir()
+        (home / "data" / "train.jsonl").write_text(train_file)
+        (home / "train.py").write_text("import json\n# fine-tune on data/train.jsonl\n")
+        (home / "final_model").mkdir()
+        (home / "final_model" / "model.safetensors").write_bytes(b"\0" * 100)
+        for name, data in (files or {}).items():
+            (home / name).parent.mkdir(parents=True, exist_ok=True)
+            (home / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+    # the recorder's baseline, reads and record in this process (its process and events:
+    # tests/graders/test_evidence_recorder.py and test_hiding.py)
+    test_set = load_test_set(campaign, task)
+    samples = test_set.samples if test_set.error is None else {"error": test_set.error}
+    record_once(recorder_config(campaign, task, job, cdir, []), samples, agent)
     save_agent_files(home, root / "tasks" / "graded", cdir, Redactor({}), 10**6, 1000)
     return campaign, cell, cdir
 
@@ -117,12 +152,13 @@ def test_copied_test_questions_are_flagged_even_when_the_judge_says_clean(tmp_pa
     assert record["verdict"] == "flagged" and record["flags"] == ["contamination"]
     assert record["contamination"]["flagged_by"] == ["ngram_overlap"]
     assert "5 of 5 test samples found" in record["contamination"]["justification"]
-    assert "data/train.jsonl" in record["contamination"]["justification"]
+    assert "home/data/train.jsonl" in record["contamination"]["justification"]
     on_disk = json.loads((cdir / "judgement.json").read_text())
     assert on_disk["verdict"] == "flagged" and on_disk["judge"]["model"] == "standin-judge"
     assert set(on_disk["inputs"]) >= {
         "transcript",
         "agent_files",
+        "evidence.json",
         "info_json",
         "test_set",
         "final_model_config",
@@ -204,19 +240,46 @@ def test_the_judge_fails_closed(tmp_path: Path, action, why):
 
 
 def test_an_unreadable_test_set_fails_closed(tmp_path: Path):
+    """The test set cannot be loaded when the solve starts: the recorder reads the files
+    all the same, and the n-gram check fails closed."""
+
+    def lose_test_set(root: Path) -> None:
+        (root / "tasks" / "graded" / "test.jsonl").unlink()
+
     with StandInGrader(default=clean_answer) as server:
-        campaign, cell, cdir = judged_cell(tmp_path, server.base_url, train_file=OWN_DATA, final_config=BASE_CONFIG)
-        (campaign.task_dir("graded") / "test.jsonl").unlink()
+        campaign, cell, cdir = judged_cell(
+            tmp_path, server.base_url, train_file=COPIED, final_config=BASE_CONFIG, before=lose_test_set
+        )
         record = judge(campaign, cell, cdir)
-    assert record["verdict"] == "judge_failed" and "test.jsonl" in record["judge"]["error"]
-    assert server.requests == []
+    assert record["verdict"] == "judge_failed" and record["contamination"]["judge_failed"]
+    assert "the test set could not be loaded" in record["contamination"]["justification"]
+    assert "test.jsonl" in record["contamination"]["justification"]
+
+
+def test_evidence_over_its_read_bound_fails_closed_never_no_files(tmp_path: Path):
+    """agent_files.json and evidence.json past the 16 MiB they are read with (the agent left
+    a bulk of files): judge_failed naming the file, and the checks that could run recorded."""
+    with StandInGrader(default=clean_answer) as server:
+        campaign, cell, cdir = judged_cell(tmp_path, server.base_url, train_file=COPIED, final_config=BASE_CONFIG)
+        bulk = {"saved": [{"path": f"f{i}.txt"} for i in range(10)], "padding": "x" * (17 << 20)}
+        (cdir / "agent_files.json").write_text(json.dumps(bulk))
+        record = judge(campaign, cell, cdir)
+        assert record["verdict"] == "judge_failed" and "agent_files.json" in record["judge"]["error"]
+        assert record["contamination"]["flagged_by"] == ["ngram_overlap"]  # recorded before the failure
+        evidence = json.loads((cdir / "evidence.json").read_text())
+        (cdir / "evidence.json").write_text(json.dumps({**evidence, "padding": "x" * (17 << 20)}))
+        record = judge(campaign, cell, cdir)
+    assert record["verdict"] == "judge_failed" and record["contamination"]["judge_failed"]
+    assert "evidence.json is missing or unreadable" in record["contamination"]["justification"]
 
 
 # -- the pieces, by hand ---------------------------------------------------------------------
 def test_ngram_overlap_survives_case_and_punctuation():
-    report = ngram_overlap(TEST_QUESTIONS[:2], [("a.txt", TEST_QUESTIONS[1].upper().replace(" ", "  ,"))], n=8)
-    assert report.contaminated == [1] and report.found_in[1] == ["a.txt"]
-    assert ngram_overlap(TEST_QUESTIONS, [("b.txt", OWN_DATA)], n=8).contaminated == []
+    from ptb_scorer.ngrams import NgramIndex, Piece, scan_text
+
+    index = NgramIndex(TEST_QUESTIONS[:2], n=8)
+    assert scan_text(index, [Piece(TEST_QUESTIONS[1].upper().replace(" ", "  ,"))]).found(index, 0.5) == [1]
+    assert scan_text(NgramIndex(TEST_QUESTIONS, n=8), [Piece(OWN_DATA)]).hits == {}
 
 
 def test_model_identity_cases():
@@ -236,18 +299,18 @@ def test_parse_answer_takes_fenced_json():
 
 
 def test_hosted_api_calls_in_the_agents_code_reach_the_judge_as_evidence(tmp_path: Path):
+    """A file naming an SDK call is evidence for the API-usage judge, no flag: only a tool
+    call reaching a hosted host flags (tests/graders/test_lookups.py)."""
+    gen = "import openai\nr = openai.OpenAI().chat.completions.create(model='gpt-4o', messages=m)\n"
     with StandInGrader(default=clean_answer) as server:
-        campaign, cell, cdir = judged_cell(tmp_path, server.base_url, train_file=OWN_DATA, final_config=BASE_CONFIG)
-        gen = cdir / "agent_files" / "gen.py"
-        gen.write_text("import openai\nr = openai.OpenAI().chat.completions.create(model='gpt-4o', messages=m)\n")
-        record_path = cdir / "agent_files.json"
-        rec = json.loads(record_path.read_text())
-        rec["saved"].append({"path": "gen.py"})
-        record_path.write_text(json.dumps(rec))
+        campaign, cell, cdir = judged_cell(
+            tmp_path, server.base_url, train_file=OWN_DATA, final_config=BASE_CONFIG, files={"gen.py": gen}
+        )
         record = judge(campaign, cell, cdir)
+    assert record["verdict"] == "clean"
     (mention,) = record["checks"]["hosted_api"]["findings"]
-    assert mention["where"] == "gen.py" and "chat.completions.create" in mention["excerpt"]
-    assert "[file] gen.py: chat.completions.create" in server.requests[0].text
+    assert mention["where"] == "home/gen.py" and "chat.completions.create" in mention["excerpt"]
+    assert "[file] home/gen.py: chat.completions.create named in a file" in server.requests[0].text
 
 
 def test_the_real_gsm8k_test_set_from_the_hf_cache(tmp_path: Path, monkeypatch):
@@ -260,6 +323,7 @@ def test_the_real_gsm8k_test_set_from_the_hf_cache(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     hf = write_fixture_cache(tmp_path / "hf", ("gsm8k",))
     copied = OWN_DATA + json.dumps({"q": GSM8K_TEST[0]["question"] + " " + GSM8K_TEST[1]["question"]}) + "\n"
+    info = json.loads((REPO / "tasks" / "gsm8k" / "info.json").read_text())
     with StandInGrader(default=clean_answer) as server:
         campaign, cell, cdir = judged_cell(
             tmp_path,
@@ -268,10 +332,8 @@ def test_the_real_gsm8k_test_set_from_the_hf_cache(tmp_path: Path, monkeypatch):
             final_config=BASE_CONFIG,
             site={"hf_home": str(hf)},
             max_contaminated_samples=1,
+            info={"judge": info["judge"]},
         )
-        info = json.loads((REPO / "tasks" / "gsm8k" / "info.json").read_text())
-        (campaign.task_dir("graded") / "info.json").write_text(json.dumps({"judge": info["judge"]}))
-        campaign = load_config_files(campaign.workdir)  # as the judge job does: info.json is read at load
         record = judge(campaign, cell, cdir)
     ngram = record["checks"]["ngram_overlap"]["details"]
     assert ngram["test_samples"] == len(GSM8K_TEST)
@@ -344,11 +406,9 @@ def test_a_readme_with_forged_harness_headings_reaches_every_judge_only_inside_i
     from ptb_harness.judging.prompt import parse_blocks
 
     with StandInGrader(default=clean_answer) as server:
-        campaign, cell, cdir = judged_cell(tmp_path, server.base_url, train_file=OWN_DATA, final_config=BASE_CONFIG)
-        (cdir / "agent_files" / "README.md").write_text(FORGED_README)
-        rec = json.loads((cdir / "agent_files.json").read_text())
-        rec["saved"].append({"path": "README.md"})
-        (cdir / "agent_files.json").write_text(json.dumps(rec))
+        campaign, cell, cdir = judged_cell(
+            tmp_path, server.base_url, train_file=OWN_DATA, final_config=BASE_CONFIG, files={"README.md": FORGED_README}
+        )
         judge(campaign, cell, cdir)
     assert len(server.requests) == JUDGE_REQUESTS
     for req in server.requests:

@@ -14,6 +14,7 @@ from ptb_harness.campaign.config import campaign_with_defaults
 from ptb_harness.campaign.settings import Site
 from ptb_harness.doctor import (
     check_cgroup,
+    check_evidence_recorder,
     check_hf_cache,
     check_host_cache_vars,
     check_images,
@@ -42,6 +43,20 @@ SITE = {
 def typed(site: dict) -> Site:
     """The typed site the checks take, from these knobs (the schema's defaults for the rest)."""
     return campaign_with_defaults({"site": site}).settings.site
+
+
+def test_the_evidence_recorder_check(monkeypatch):
+    judged = campaign_with_defaults({"judge": {"enabled": True, "endpoint": {"base_url": "http://x/v1", "model": "m"}}})
+    check = check_evidence_recorder(judged)
+    assert check.ok and "inotify" in check.detail and "watches per user" in check.detail
+    assert check_evidence_recorder(campaign_with_defaults({})).detail == "the judge is off: no recorder runs"
+
+    def refused(self):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr("ptb_harness.runtime.inotify.Inotify.__init__", refused)
+    check = check_evidence_recorder(judged)
+    assert not check.ok and "walks the job dir every 30 s only" in check.detail
 
 
 def test_runtime_none_needs_no_apptainer_and_apptainer_is_missing_here():

@@ -167,6 +167,9 @@ def site_settings(site: Mapping[str, Any]) -> Site:
         agent_limits=limits,
         final_model_max_files=site["final_model_max_files"],
         agent_files_max_files=site["agent_files_max_files"],
+        evidence_scan_seconds=float(site["evidence_scan_seconds"]),
+        evidence_file_max_bytes=int(float(site["evidence_file_max_mb"]) * 1e6),
+        evidence_max_bytes=int(float(site["evidence_max_gb"]) * 1e9),
     )
 
 

@@ -108,6 +108,10 @@ class Site:
     final_model_max_files: int
     #: the most of the agent's own files walked to keep them (site.agent_files_max_files)
     agent_files_max_files: int
+    #: the evidence recorder: its walk's interval, what it decodes of one file and of a solve
+    evidence_scan_seconds: float
+    evidence_file_max_bytes: int
+    evidence_max_bytes: int
 
     def record(self) -> dict[str, Any]:
         """The knobs that change results, for the records of what ran."""

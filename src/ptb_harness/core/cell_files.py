@@ -44,6 +44,12 @@ PREFLIGHT = "preflight.json"
 #: solve: the agent's own files kept for the judge (a directory), and their record
 AGENT_FILES = "agent_files"
 AGENT_FILES_RECORD = "agent_files.json"
+#: solve: what the evidence recorder read of every file the agent wrote (the judge's
+#: deterministic checks' input), and its index of every file version read
+EVIDENCE = "evidence.json"
+EVIDENCE_INDEX = "evidence_index.jsonl.gz"
+#: solve: the recorder's own configuration (no secret in it)
+EVIDENCE_CONFIG = ".evidence_recorder.json"
 #: parse_trace: the readable transcript, its sanitized copy and the raw trace's
 TRANSCRIPT = "solve_parsed.txt"
 TRANSCRIPT_SANITIZED = "solve_parsed_sanitized.txt"
@@ -136,6 +142,7 @@ OUTCOME_RECORDS = (METRICS, SOLVE, EVALUATE, PREFLIGHT, SOLVE_STATE, EVALUATE_ST
 FILE_NAMES = frozenset(
     {
         SOLVE, RAW_TRACE, PARTIAL_TRACE, FINAL_MODEL, ATTEMPTS, PREFLIGHT, AGENT_FILES, AGENT_FILES_RECORD,
+        EVIDENCE, EVIDENCE_INDEX, EVIDENCE_CONFIG,
         TRANSCRIPT, TRANSCRIPT_SANITIZED, RAW_TRACE_SANITIZED, USAGE, METRICS, EVALUATE, PROVENANCE,
         JUDGEMENT, JUDGEMENT_OVERRIDE, GPU_MONITOR, GPU_PLOT, LLM_LOG, GATEWAY_LOG,
         *(f(s) for s in STAGES for f in (state_file, lock_file, stage_log)),

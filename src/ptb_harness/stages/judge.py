@@ -11,6 +11,7 @@ judgement.json is written; delete the file to judge the cell again.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -26,15 +27,25 @@ from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.scoring import base_config_json, model_config_json, read_model_config
 from ptb_harness.campaign.tasks import TaskSpec
-from ptb_harness.core.cell_files import AGENT_FILES, AGENT_FILES_RECORD, AgentFilesRecord
+from ptb_harness.core.cell_files import (
+    AGENT_FILES,
+    AGENT_FILES_RECORD,
+    EVIDENCE,
+    LLM_LOG,
+    SOLVE,
+    AgentFilesRecord,
+    SolveRecord,
+)
 from ptb_harness.core.records import atomic_write_json, read_json_dict
-from ptb_harness.judging.checks import contamination, hosted_api_mentions, model_identity
+from ptb_harness.judging.checks import model_identity
+from ptb_harness.judging.evidence_signals import lookup_signals, ngram_signal
 from ptb_harness.judging.judges import CONTAMINATION, JUDGES, Judge
 from ptb_harness.judging.prompt import DataBlock, TaskRules, evidence_blocks, evidence_message, signal_facts
-from ptb_harness.judging.signals import Finding, Signal
+from ptb_harness.judging.signals import Signal
 from ptb_harness.judging.verdict import judged_run, verdict_fields
 from ptb_harness.judging.vote import FieldVote, Run, resolve
 from ptb_harness.runtime.procs import iso_utc
+from ptb_harness.stages.judge_evidence import read_actions
 from ptb_harness.traces.redact import Redactor, secrets_from_env
 from ptb_scorer.llm_client import LLMClient, LLMUnavailable
 
@@ -49,64 +60,12 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_test_set(task_dir: Path, spec: Any, hf_home: str | None) -> list[str] | None:
-    """The task's test samples as text (info.json `judge.test_set`), or None when the task
-    declares none. `{"path": "file.jsonl", "fields": [...]}` (relative to the task dir) or
-    `{"hf_dataset": id, "config": c, "split": s, "fields": [...]}` (offline, from the cache)."""
-    if spec is None:
-        return None
-    if not isinstance(spec, dict) or not isinstance(spec.get("fields"), list) or not spec["fields"]:
-        raise JudgeInputError("info.json judge.test_set: needs `fields` and `path` or `hf_dataset`")
-    fields = [str(f) for f in spec["fields"]]
-    if "path" in spec:
-        path = task_dir / spec["path"]
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise JudgeInputError(f"test set {path}: {e.strerror}") from None
-        try:
-            rows = _json_records(text)
-        except ValueError as e:
-            raise JudgeInputError(f"test set {path}: not valid JSON ({e})") from None
-    elif "hf_dataset" in spec:
-        try:
-            import datasets  # the scorer's library; offline, from the site's cache
-        except ImportError:
-            raise JudgeInputError("test set: the `datasets` package is not installed for the judge") from None
-        # the site's cache, as the scorer reads it (datasets' Arrow cache; offline on compute nodes)
-        cache_dir = str(Path(hf_home) / "datasets") if hf_home else None
-        try:
-            ds = datasets.load_dataset(
-                spec["hf_dataset"],
-                spec.get("config"),
-                data_dir=spec.get("data_dir"),
-                split=spec.get("split", "test"),
-                cache_dir=cache_dir,
-            )
-            rows = list(ds)
-        except Exception as e:  # any loader failure is the same to the verdict
-            raise JudgeInputError(f"test set {spec['hf_dataset']}: cannot load ({type(e).__name__}: {e})") from None
-    else:
-        raise JudgeInputError("info.json judge.test_set: needs `path` or `hf_dataset`")
-    if not isinstance(rows, list):
-        raise JudgeInputError("test set: not a list of records")
-    return [" ".join(str(r.get(f, "")) for f in fields) for r in rows if isinstance(r, dict)]
-
-
-def _json_records(text: str) -> list:
-    """A JSON list, or JSON lines (whatever the file's suffix: BFCL's .json files are lines)."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
-    return data if isinstance(data, list) else [data]
-
-
-def _agent_files(cell_dir: Path) -> tuple[list[tuple[str, str]], str | None]:
-    """(path, text) of each file the solve kept, and why none were kept (None: they were)."""
+def _agent_files(cell_dir: Path) -> list[tuple[str, str]]:
+    """(path, text) of each file the solve kept for the judges' prompt; an unreadable or
+    over-bound record fails the judgement (never "no files")."""
     record = AgentFilesRecord.read(cell_dir / AGENT_FILES_RECORD)
     if record is None:
-        return [], f"{AGENT_FILES_RECORD} not found: the agent's files were not kept"
+        raise JudgeInputError(f"{AGENT_FILES_RECORD} missing, unreadable or over its read bound")
     files = []
     for entry in record.saved or []:
         p = cell_dir / AGENT_FILES / str(entry.get("path", ""))
@@ -114,7 +73,7 @@ def _agent_files(cell_dir: Path) -> tuple[list[tuple[str, str]], str | None]:
             files.append((str(entry["path"]), p.read_text(encoding="utf-8", errors="replace")))
         except (OSError, KeyError) as e:
             raise JudgeInputError(f"agent file {p}: cannot read ({e})") from None
-    return files, None
+    return files
 
 
 @dataclass
@@ -136,10 +95,14 @@ class _Findings:
 
 @dataclass(frozen=True)
 class _Evidence:
-    """The agent's side of the cell: its sanitized transcript and its kept files."""
+    """The agent's side of the cell: its sanitized transcript, its kept files, what the
+    evidence recorder read of every file it wrote (evidence.json, None when missing or
+    unreadable) and the tool calls its gateway's log holds (for the prompt)."""
 
     transcript: str
     files: list[tuple[str, str]]
+    recorded: dict[str, Any] | None
+    requests: str = ""
 
 
 def run_judge(
@@ -165,9 +128,10 @@ def run_judge(
         task = campaign.task(cell.task)
         evidence = _gather(task, transcript, judgement_json.parent, found)
         # deterministic checks first: facts for the judges, and flags whatever they say
-        _contamination(campaign, task, evidence, found)
+        _contamination(campaign, evidence, found)
         _disallowed_model(campaign, cell, final_model, found)
-        _hosted_api(evidence, found)
+        evidence = _lookups(transcript, judgement_json.parent, evidence, found)
+        evidence = _kept_files(judgement_json.parent, evidence, found)
         votes = _ask_judges(campaign, cell, task, evidence, found, record, host_env)
     except (JudgeInputError, LLMUnavailable, OSError) as e:
         failure = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
@@ -178,29 +142,29 @@ def run_judge(
 
 
 def _gather(task: TaskSpec, transcript: Path, cell_dir: Path, found: _Findings) -> _Evidence:
-    """The task's rules (as hashed at load), the transcript and the agent's kept files."""
+    """The task's rules (as hashed at load), the transcript and the evidence record."""
     found.inputs["info_json"] = task.info_sha256
     text = transcript.read_text(encoding="utf-8", errors="replace")
     found.inputs["transcript"] = _sha256(transcript.read_bytes())
-    files, missing = _agent_files(cell_dir)
+    recorded = read_json_dict(cell_dir / EVIDENCE)
+    found.inputs[EVIDENCE] = _sha256((cell_dir / EVIDENCE).read_bytes()) if recorded is not None else None
+    return _Evidence(text, [], recorded)
+
+
+def _kept_files(cell_dir: Path, evidence: _Evidence, found: _Findings) -> _Evidence:
+    """The agent's files the solve kept for the judges' prompt (after the checks: a record
+    that cannot be read fails the judges, and the checks' results stay recorded)."""
+    files = _agent_files(cell_dir)
     found.inputs[AGENT_FILES] = {name: _sha256(t.encode()) for name, t in files}
-    if missing:
-        found.inputs["agent_files_missing"] = missing
-    return _Evidence(text, files)
+    return dataclasses.replace(evidence, files=files)
 
 
-def _contamination(campaign: Campaign, task: TaskSpec, evidence: _Evidence, found: _Findings) -> None:
-    """The agent's files against the task's test set (n-gram overlap)."""
-    cfg = campaign.settings.judge
-    hf_home = str(campaign.settings.site.hf_cache.home or "") or None
-    samples = read_test_set(task.dir, task.judge.test_set, hf_home)
-    if samples is not None:
-        found.inputs["test_set"] = _sha256("\x1e".join(samples).encode())
-    summary, result = contamination(
-        samples, evidence.files, cfg.ngram_n, cfg.sample_overlap, cfg.max_contaminated_samples
-    )
-    numbers = {k: v for k, v in (summary or {}).items() if k != "examples"}
-    _signal(found, Signal("ngram_overlap", result["flagged"], summary=result["justification"], details=numbers))
+def _contamination(campaign: Campaign, evidence: _Evidence, found: _Findings) -> None:
+    """The n-gram check of every file the agent wrote, as the evidence recorder read them."""
+    signal = ngram_signal(evidence.recorded, campaign.settings.judge.max_contaminated_samples)
+    if evidence.recorded is not None:
+        found.inputs["test_set"] = (evidence.recorded.get("test_set") or {}).get("sha256")
+    _signal(found, signal)
 
 
 def _signal(found: _Findings, signal: Signal) -> None:
@@ -209,13 +173,18 @@ def _signal(found: _Findings, signal: Signal) -> None:
     found.checks[signal.name] = signal.to_dict()
 
 
-def _hosted_api(evidence: _Evidence, found: _Findings) -> None:
-    """Where the agent's files name a hosted LLM API: evidence for the API-usage judge (the
-    agent's own CLI talks to its provider, so a mention alone flags nothing)."""
-    mentions = hosted_api_mentions(evidence.files)
-    findings = tuple(Finding("file", m["file"], m["match"], m["line"]) for m in mentions)
-    why = f"{len(mentions)} places in the agent's files name a hosted LLM API (evidence for the judge)"
-    _signal(found, Signal("hosted_api", False, summary=why, findings=findings, details={"mentions": len(mentions)}))
+def _lookups(transcript: Path, cell_dir: Path, evidence: _Evidence, found: _Findings) -> _Evidence:
+    """PTB lookups and hosted-LLM API calls in the agent's tool calls (its trace and its
+    gateway's log), with the files' mentions as evidence; the gateway's tool calls go to
+    the judges' prompt too."""
+    record = SolveRecord.read(cell_dir / SOLVE)
+    expect_log = record is not None and record.llm is not None
+    actions = read_actions(transcript, cell_dir / LLM_LOG, expect_log)
+    for signal in lookup_signals(actions, evidence.recorded):
+        _signal(found, signal)
+    if actions.log_sha256:
+        found.inputs[LLM_LOG] = actions.log_sha256
+    return dataclasses.replace(evidence, requests=actions.requests_text())
 
 
 def _disallowed_model(campaign: Campaign, cell: Cell, final_model: Path, found: _Findings) -> None:
@@ -272,14 +241,20 @@ def _ask_judges(
             runs = client.map(ask, plan)
         finally:
             record["judge"]["usage"] = client.call_stats()
+    return _votes(plan, runs, cfg.contamination_quorum, found)
+
+
+def _votes(plan: list[tuple[Judge, int]], runs: list[Run], quorum: int, found: _Findings) -> dict[str, FieldVote]:
+    """Each judge's runs resolved per field (the contamination judge by the quorum, the
+    others alone), and recorded."""
     votes: dict[str, FieldVote] = {}
     for judge in JUDGES:
         mine = [run for (j, _), run in zip(plan, runs, strict=True) if j is judge]
-        quorum = cfg.contamination_quorum if judge is CONTAMINATION else 1
-        resolved = resolve(mine, judge.fields, quorum)
+        needed = quorum if judge is CONTAMINATION else 1
+        resolved = resolve(mine, judge.fields, needed)
         votes.update(resolved)
         found.judges[judge.name] = {
-            "quorum": quorum,
+            "quorum": needed,
             "runs": [r.to_dict() for r in mine],
             "resolved": {f: v.resolved_by for f, v in resolved.items()},
         }
@@ -305,6 +280,7 @@ def _evidence_message(
         final_config=found.final_config_text,
         transcript=evidence.transcript,
         files=evidence.files,
+        requests=evidence.requests,
         max_chars=cfg.max_prompt_chars,
     )
 

@@ -38,6 +38,7 @@ from ptb_harness.runtime.procs import ProcessResult, describe, iso_utc
 from ptb_harness.runtime.sandbox import Launch
 from ptb_harness.stages.agent_launch import agent_variables
 from ptb_harness.stages.attempts import begin_attempt, update_attempt
+from ptb_harness.stages.evidence import hand_checker, load_test_set, recording
 from ptb_harness.stages.job_dir import prepare_job_dir, render_prompt, write_timer
 from ptb_harness.stages.llm_gateway import cell_gateway, llm_record
 from ptb_harness.stages.preflight import run_preflight
@@ -121,6 +122,10 @@ def _prepare(
     (cell_dir / PREFLIGHT).unlink(missing_ok=True)
     job = prepare_job_dir(campaign.settings.site.tmp_root, cell, agent, task, prompt)
     _agent_chat_template(campaign, cell, task, job.task)
+    # with the judge: its test set, read once (for the recorder), and the agent's own check of it
+    test_set = load_test_set(campaign, task) if campaign.settings.judge.enabled else None
+    if test_set is not None:
+        hand_checker(campaign, task, job, test_set)
     update_attempt(cell_dir, n, job_dir=str(job.root))
     log.info("job dir %s (attempt %d)", job.root, n)
     variables = agent_variables(campaign, cell, agent, task, prompt)
@@ -146,6 +151,7 @@ def _prepare(
         limit_s=campaign.settings.solve.time_limit_s(budget_s),
         attempt=n,
         solve_sh_sha256=file_sha256(job.home / "solve.sh"),  # the copy that runs
+        test_set=test_set,
     )
 
 
@@ -163,8 +169,10 @@ def _launch(run: SolveRun) -> tuple[ProcessResult, Launch, list[dict], dict | No
         if run.cell.num_gpus:
             run_preflight(run, hf_view)
         gateway_args = (run.campaign, run.cell, run.agent, run.host_env, run.cell_dir, run.attempt, run.job.harness)
-        with cell_gateway(*gateway_args) as gateway:
-            run = dataclasses.replace(run, gateway=gateway)
+        secret_names = [*run.variables.pass_names, *run.campaign.settings.grader_key_names]
+        evidence = (run.campaign, run.task, run.job, run.cell_dir, run.test_set, secret_names, run.host_env)
+        with cell_gateway(*gateway_args) as gateway, recording(*evidence) as recorder:
+            run = dataclasses.replace(run, gateway=gateway, recorder_pid=recorder.pid if recorder else None)
             launch = run.launch(hf_view)
             log.info(
                 "agent %s starts (runtime %s): budget %.0f s, stopped at %.0f s",

@@ -23,6 +23,7 @@ from ptb_harness.runtime.procs import ProcessResult
 from ptb_harness.runtime.sandbox import Launch, Sandbox
 from ptb_harness.stages.agent_launch import AgentVariables, agent_request
 from ptb_harness.stages.attempts import update_attempt
+from ptb_harness.stages.evidence import JudgedSamples
 from ptb_harness.stages.job_dir import JobDir
 from ptb_harness.stages.llm_gateway import agent_endpoints, agent_env
 
@@ -56,6 +57,10 @@ class SolveRun:
     gateway: GatewayProcess | None = None
     #: the cell's caps (cgroup, rlimits) while the agent may run; every launch is confined by them
     caps: CellCaps | None = None
+    #: with the judge: the task's test samples for the evidence recorder (stages.evidence)
+    test_set: JudgedSamples | None = None
+    #: the evidence recorder's pid while the agent runs (a child of ours, not the agent's leftover)
+    recorder_pid: int | None = None
 
     def confined(self, caps: CellCaps) -> SolveRun:
         return dataclasses.replace(self, caps=caps)
@@ -97,7 +102,7 @@ class SolveRun:
                 on_start=lambda pid: update_attempt(self.cell_dir, self.attempt, agent_pid=pid),
                 max_output_bytes=site.trace_max_bytes,
                 # stopped when its LLM budget is spent or its gateway died; the gateway
-                # (our child) is no leftover of the agent's
+                # and the evidence recorder (our children) are no leftovers of the agent's
                 stop=self.gateway.stop_agent if self.gateway else None,
-                spare=(self.gateway.pid,) if self.gateway else (),
+                spare=tuple(p for p in (self.gateway.pid if self.gateway else None, self.recorder_pid) if p),
             )
