@@ -22,7 +22,9 @@ Prints one table and writes bench/results/summary.{csv,md}. Benchmarks (NAME):
              JSON files (goal <= 3x each); collect with plots vs its tables alone
   sandbox    a bwrap sandbox's launch (`true` inside), issue 23's new argv (network none
              and internet) vs the old one (PID and IPC namespaces only) and no sandbox;
-             the added cost per cell is twice the added cost per launch (goal < 0.3 s)
+             and a whole cell's harness time (its two jobs after their imports) under
+             bwrap, the harness now vs cec4b27's (bench_cell_sandbox.py; goal < 0.3 s
+             added per cell)
   gpu        the reap decision through NVML vs spawning nvidia-smi (GPU machines only)
   scheduler  the local profile's scheduler: greedy vs ILP on trivial cells
   scale      collect (cold; incremental after 1% of cells changed), the viewer and
@@ -48,6 +50,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import bench_cell_sandbox
 import bench_evidence
 import bench_gateway
 import bench_sandbox
@@ -266,6 +269,21 @@ def bench_sandbox_launch(tmp: Path, quick: bool) -> None:
             added_per_cell_s=f"{2 * (new - old):.3f}",
             no_sandbox_s=f"{floor:.4f}",
         )
+    cells = bench_cell_sandbox.measure(3 if quick else 12)
+    drift = bench_cell_sandbox.added(cells, "after: none", "before: none")
+    for old in ("before: bwrap (cec4b27)", bench_cell_sandbox.NEW_SESSION_ONLY):
+        for network in ("internet", "none"):
+            new = f"after: bwrap, network {network}"
+            row(
+                "sandbox",
+                f"a cell under bwrap, network {network} (vs {old})",
+                bench_cell_sandbox.median(cells, new),
+                old,
+                bench_cell_sandbox.median(cells, old),
+                "< 0.3 s added per cell",
+                added_per_cell_s=f"{bench_cell_sandbox.added(cells, new, old):.3f}",
+                runtime_none_after_minus_before_s=f"{drift:.3f}",
+            )
 
 
 # -- traces, gpu, scheduler ---------------------------------------------------------------

@@ -274,7 +274,7 @@ def check_rlimits(site: Site) -> Check:
 def check_images(site: Site) -> list[Check]:
     runtime = site.runtime
     if runtime.runtime != "apptainer":
-        return [Check("images", True, "runtime none uses no image")]
+        return [Check("images", True, f"runtime {runtime.runtime} uses no image")]
     checks = []
     for role in ("agent", "scorer"):
         image = runtime.image(role)

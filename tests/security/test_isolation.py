@@ -5,6 +5,11 @@ root" is the case measured; the README's threat model table is these results.
 Each agent is one attempt, all as cells of ONE campaign per runtime. Under `bwrap` each
 fails and its cell is scored honestly on the model it left; under `none` (trusted agents
 only) most succeed, and the tests assert what really happens there, so the README says it.
+
+The harness of these runs lives under /tmp, as a checkout there has it: its venv (and the
+campaign dir, so the frozen harness snapshot). Before, bwrap bound the job's tmp over /tmp
+after the interpreter, hiding the venv, and every cell failed with `python: command not
+found`.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 import pytest
 from conftest import campaign_config, fake_nvidia_root, make_workdir, write_agent, write_config, write_task
 from conftest import cell_dir as _cell_dir
-from hostile import harness_run, ptb, write_profile
+from hostile import harness_run, ptb, tmp_venv, write_profile
 
 from ptb_harness.runtime import slirp
 
@@ -81,7 +86,8 @@ PY
 PRIVILEGES = r"""
 grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status
 python - <<'PY'
-import errno, os, socket
+import errno, os, socket, sys
+print("PYTHON", sys.prefix)
 print("HOSTNAME", socket.gethostname())
 try:
     os.close(os.open("/proc/sys/kernel/core_pattern", os.O_WRONLY))  # opened and closed: nothing written
@@ -228,6 +234,8 @@ def said(workdir: Path, agent: str, key: str) -> list[str]:
 def walls(request, tmp_path_factory, network_targets):
     runtime = request.param
     root = tmp_path_factory.mktemp(f"walls-{runtime}")
+    assert str(root).startswith("/tmp/")
+    python = tmp_venv(root)
     workdir = make_workdir(root / "campaign")
     write_task(workdir, "fake", SCORER, ONE_ATTEMPT)
     t = network_targets
@@ -246,22 +254,22 @@ def walls(request, tmp_path_factory, network_targets):
         solve_resources={"cpus": 1},
         evaluate_resources={"cpus": 1},
     )
-    run = harness_run(workdir, profile)
+    run = harness_run(workdir, profile, python=str(python))
     assert "Traceback" not in run.stderr.replace("Traceback (most recent call last)", ""), run.stderr[-3000:]
     data = json.loads(ptb(workdir, profile, "status", "--json"))
     outcomes = {c["agent"]: (c["outcome"], c["evidence"]) for c in data["cells"]}
-    return runtime, workdir, outcomes
+    return runtime, workdir, outcomes, python
 
 
 def test_every_attempt_is_scored_honestly_on_its_model(walls):
-    _runtime, _workdir, outcomes = walls
+    _runtime, _workdir, outcomes, _python = walls
     assert outcomes["escape_by_handle"] == ("scored", "accuracy 0.35"), outcomes
     assert outcomes["privileges"] == ("scored", "accuracy 0.45"), outcomes
     assert outcomes["net_reach"] == ("scored", "accuracy 0.55"), outcomes
 
 
 def test_the_host_is_out_of_reach_and_outside_is_not(walls, network_targets):
-    runtime, workdir, _ = walls
+    runtime, workdir, _, _python = walls
     t = network_targets
     seen = dict(line.split(" ", 1) for line in said(workdir, "net_reach", "NET"))
     assert seen[t["outside"]] == "REACHED OUTSIDE-STAND-IN", seen  # through slirp4netns, under bwrap
@@ -276,7 +284,7 @@ def test_the_host_is_out_of_reach_and_outside_is_not(walls, network_targets):
 
 
 def test_open_by_handle_at_escape(walls):
-    runtime, workdir, _ = walls
+    runtime, workdir, _, _python = walls
     own, root = said(workdir, "escape_by_handle", "OWN_HANDLE"), said(workdir, "escape_by_handle", "ROOT_HANDLE")
     escaped = said(workdir, "escape_by_handle", "ESCAPED")
     if runtime == "bwrap" or not ROOT:
@@ -288,14 +296,15 @@ def test_open_by_handle_at_escape(walls):
         assert escaped in ([], [hashlib.sha256(HOST_FILE.encode()).hexdigest()])
 
 
-def test_no_capability_no_proc_sys_no_raw_socket(walls):
-    runtime, workdir, _ = walls
+def test_no_capability_no_proc_sys_no_raw_socket_and_a_venv_under_tmp_works(walls):
+    runtime, workdir, _, python = walls
 
     def one(key):
         values = said(workdir, "privileges", key)
         assert len(values) == 1, (key, trace(workdir, "privileges")[-3000:])
         return values[0]
 
+    assert one("PYTHON") == str(python.parent.parent)  # the harness's venv under /tmp, in both runtimes
     if runtime == "bwrap":
         assert int(one("CapEff"), 16) == 0 and int(one("CapBnd"), 16) == 0 and one("NoNewPrivs") == "1"
         assert one("HOSTNAME") == "ptb-sandbox" != socket.gethostname()

@@ -237,3 +237,16 @@ def test_confine_refuses_in_one_line_when_it_cannot_join(tmp_path):
     res = subprocess.run(argv, capture_output=True, text=True)
     assert res.returncode == 126
     assert res.stderr.startswith("ptb-harness: confine: cannot join the cell's cgroup (")
+
+
+def test_confine_reads_back_the_arguments_it_is_given_and_refuses_others():
+    from ptb_harness.runtime.confine import FAILED, confine_argv, main, parse
+
+    procs, command = ["/cg/memory/x/cgroup.procs", "/cg/pids/x/cgroup.procs"], ["a", "--", "b"]
+    argv = confine_argv("py", procs, [(7, 512, 1024)], command)
+    assert argv[:3] == ["py", "-I", "-S"] and parse(argv[4:]) == (procs, [(7, 512, 1024)], command)
+    assert parse(["--", "true"]) == ([], [], ["true"])
+    for bad in ([], ["--"], ["--join"], ["--join", "p"], ["--rlimit", "7:1", "--", "x"], ["--env", "A", "--", "x"]):
+        with pytest.raises(ValueError):
+            parse(bad)
+        assert main(bad) == FAILED

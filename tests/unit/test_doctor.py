@@ -80,6 +80,9 @@ def test_images(tmp_path):
     agent, scorer = check_images(typed(site))
     assert agent.ok and not scorer.ok and "site.scorer_image" in scorer.fix
     assert not check_images(typed({**site, "agent_image": str(tmp_path / "gone.sif")}))[0].ok
+    for runtime in ("none", "bwrap"):
+        (check,) = check_images(typed({**SITE, "runtime": runtime}))
+        assert check.ok and check.detail == f"runtime {runtime} uses no image"
 
 
 def test_nvccli_only_matters_when_isolating():
