@@ -72,8 +72,10 @@ def main() -> int:
     print(f"{len(rows)} problems, {args.threads} threads, wall {wall:.1f} s (both checks)")
     print(f"single program: median {statistics.median(before):.3f} s/sample, total {sum(before):.1f} s")
     print(f"proxied check:  median {statistics.median(after):.3f} s/sample, total {sum(after):.1f} s")
-    print(f"ratio proxied / single: {statistics.median(after) / statistics.median(before):.2f}x (median), "
-          f"{sum(after) / sum(before):.2f}x (total)")
+    print(
+        f"ratio proxied / single: {statistics.median(after) / statistics.median(before):.2f}x (median), "
+        f"{sum(after) / sum(before):.2f}x (total)"
+    )
     print(f"canonical solutions failing: proxied {failed or 'none'}, single program {old_failed or 'none'}")
     return 1 if failed else 0
 

@@ -19,25 +19,35 @@ import tempfile
 from pathlib import Path
 
 GSM8K_TRAIN = [
-    {"question": f"Tom has {i} apples and buys {i + 2} more. How many apples does he have?",
-     "answer": f"He has {i} + {i + 2} = <<{i}+{i + 2}={2 * i + 2}>>{2 * i + 2} apples.\n#### {2 * i + 2}"}
+    {
+        "question": f"Tom has {i} apples and buys {i + 2} more. How many apples does he have?",
+        "answer": f"He has {i} + {i + 2} = <<{i}+{i + 2}={2 * i + 2}>>{2 * i + 2} apples.\n#### {2 * i + 2}",
+    }
     for i in range(1, 11)
 ]  # 10 rows: the task's 10-shot prompt comes from the train split
 GSM8K_TEST = [
-    {"question": "A shop sells 1,200 pens a day. How many pens does it sell in 3 days?",
-     "answer": "1,200 * 3 = <<1200*3=3600>>3600\n#### 3,600"},
+    {
+        "question": "A shop sells 1,200 pens a day. How many pens does it sell in 3 days?",
+        "answer": "1,200 * 3 = <<1200*3=3600>>3600\n#### 3,600",
+    },
     {"question": "Sam had 5 dollars and spent 8. What is his balance?", "answer": "5 - 8 = -3\n#### -3"},
     {"question": "Half of 7 is?", "answer": "7 / 2 = 3.5\n#### 3.5"},
 ]
 HUMANEVAL_TEST = [
-    {"task_id": "HumanEval/0", "prompt": 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
-     "canonical_solution": "    return a + b\n",
-     "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-1, 1) == 0\n",
-     "entry_point": "add"},
-    {"task_id": "HumanEval/1", "prompt": 'def is_even(n: int) -> bool:\n    """True when n is even."""\n',
-     "canonical_solution": "    return n % 2 == 0\n",
-     "test": "def check(candidate):\n    assert candidate(2)\n    assert not candidate(3)\n",
-     "entry_point": "is_even"},
+    {
+        "task_id": "HumanEval/0",
+        "prompt": 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n',
+        "canonical_solution": "    return a + b\n",
+        "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-1, 1) == 0\n",
+        "entry_point": "add",
+    },
+    {
+        "task_id": "HumanEval/1",
+        "prompt": 'def is_even(n: int) -> bool:\n    """True when n is even."""\n',
+        "canonical_solution": "    return n % 2 == 0\n",
+        "test": "def check(candidate):\n    assert candidate(2)\n    assert not candidate(3)\n",
+        "entry_point": "is_even",
+    },
 ]
 AIME25_TEST = [
     {"problem": "Find the remainder when 2025 is divided by 1000.", "answer": "25", "id": "0"},
@@ -48,29 +58,59 @@ AIME26_TEST = [  # math-ai/aime26: id / problem / answer, as aime25
     {"id": "1", "problem": "Compute 27 times 27.", "answer": "729"},
 ]
 GPQA_MAIN_TRAIN = [
-    {"Pre-Revision Question": "q", "Question": f"Which particle carries charge {q}?",
-     "Correct Answer": correct, "Incorrect Answer 1": "photon", "Incorrect Answer 2": "neutrino",
-     "Incorrect Answer 3": "gluon", "Explanation": "by definition", "Record ID": f"rec{i}",
-     "High-level domain": "Physics", "Subdomain": "High-energy particle physics"}
+    {
+        "Pre-Revision Question": "q",
+        "Question": f"Which particle carries charge {q}?",
+        "Correct Answer": correct,
+        "Incorrect Answer 1": "photon",
+        "Incorrect Answer 2": "neutrino",
+        "Incorrect Answer 3": "gluon",
+        "Explanation": "by definition",
+        "Record ID": f"rec{i}",
+        "High-level domain": "Physics",
+        "Subdomain": "High-energy particle physics",
+    }
     for i, (q, correct) in enumerate([("-1", "electron"), ("+1", "positron"), ("+1 (baryon)", "proton")])
 ]
 BFCL_EXEC_SIMPLE = [
-    {"id": "exec_simple_0",
-     "question": [[{"role": "user", "content": "What is the probability of 5 heads in 20 fair coin flips?"}]],
-     "function": [{"name": "calc_binomial_probability", "description": "Binomial probability.",
-                   "parameters": {"type": "dict", "properties": {
-                       "n": {"type": "integer", "description": "trials"},
-                       "k": {"type": "integer", "description": "successes"},
-                       "p": {"type": "float", "description": "success probability"}},
-                       "required": ["n", "k", "p"]}}]},
-    {"id": "exec_simple_1",
-     "question": [[{"role": "user", "content": "Convert 100 US dollars to euros."}]],
-     "function": [{"name": "convert_currency", "description": "Convert money.",
-                   "parameters": {"type": "dict", "properties": {
-                       "amount": {"type": "float", "description": "amount"},
-                       "from_currency": {"type": "string", "description": "ISO code"},
-                       "to_currency": {"type": "string", "description": "ISO code"}},
-                       "required": ["amount", "from_currency", "to_currency"]}}]},
+    {
+        "id": "exec_simple_0",
+        "question": [[{"role": "user", "content": "What is the probability of 5 heads in 20 fair coin flips?"}]],
+        "function": [
+            {
+                "name": "calc_binomial_probability",
+                "description": "Binomial probability.",
+                "parameters": {
+                    "type": "dict",
+                    "properties": {
+                        "n": {"type": "integer", "description": "trials"},
+                        "k": {"type": "integer", "description": "successes"},
+                        "p": {"type": "float", "description": "success probability"},
+                    },
+                    "required": ["n", "k", "p"],
+                },
+            }
+        ],
+    },
+    {
+        "id": "exec_simple_1",
+        "question": [[{"role": "user", "content": "Convert 100 US dollars to euros."}]],
+        "function": [
+            {
+                "name": "convert_currency",
+                "description": "Convert money.",
+                "parameters": {
+                    "type": "dict",
+                    "properties": {
+                        "amount": {"type": "float", "description": "amount"},
+                        "from_currency": {"type": "string", "description": "ISO code"},
+                        "to_currency": {"type": "string", "description": "ISO code"},
+                    },
+                    "required": ["amount", "from_currency", "to_currency"],
+                },
+            }
+        ],
+    },
 ]
 BFCL_EXEC_SIMPLE_ANSWERS = [
     {"id": "exec_simple_0", "ground_truth": ["calc_binomial_probability(n=20, k=5, p=0.5)"]},
@@ -83,17 +123,26 @@ ARENA_QUESTIONS = [
     {"uid": "h1", "category": "hard_prompt", "prompt": "Prove P != NP."},  # not creative writing: left out
 ]
 ARENA_BASELINE = [
-    {"uid": "u0", "model": "baseline", "messages": [
-        {"role": "user", "content": "Write a haiku about rain."},
-        {"role": "assistant", "content": {"answer": "Rain taps the window."}}]},
+    {
+        "uid": "u0",
+        "model": "baseline",
+        "messages": [
+            {"role": "user", "content": "Write a haiku about rain."},
+            {"role": "assistant", "content": {"answer": "Rain taps the window."}},
+        ],
+    },
 ]
 HEALTH_EXAMPLES = [
-    {"prompt_id": "p0",
-     "prompt": [{"role": "user", "content": "I have had a cough for two days."},
-                {"role": "assistant", "content": "Any fever?"},
-                {"role": "user", "content": "No fever. What should I do?"}],
-     "rubrics": [{"criterion": "Suggests seeing a doctor if it worsens", "points": 6, "tags": ["axis:accuracy"]}],
-     "example_tags": ["theme:global_health"]},
+    {
+        "prompt_id": "p0",
+        "prompt": [
+            {"role": "user", "content": "I have had a cough for two days."},
+            {"role": "assistant", "content": "Any fever?"},
+            {"role": "user", "content": "No fever. What should I do?"},
+        ],
+        "rubrics": [{"criterion": "Suggests seeing a doctor if it worsens", "points": 6, "tags": ["axis:accuracy"]}],
+        "example_tags": ["theme:global_health"],
+    },
 ]
 GRADED_FILES = {
     "ptb_files/arenahardwriting/question.jsonl": ARENA_QUESTIONS,

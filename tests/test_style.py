@@ -27,6 +27,11 @@ def test_ruff():
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+def test_ruff_format():
+    res = run(sys.executable, "-m", "ruff", "format", "--check", ".")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
 # The harness's own rules run in the harness's environment (.venv); the agent's and the
 # scorer's sandboxes are started by the solve and evaluate stages themselves, per site.
 # A per-rule conda env or container would describe neither, so that one lint is accepted.

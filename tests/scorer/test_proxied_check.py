@@ -56,7 +56,7 @@ PROTOCOL = {
     # the answer writes its own protocol frames, before and instead of the runtime's
     "forged 'loaded' and results before any call": (
         "    return a - b\nimport os, sys\n"
-        "for m in (b'{\"loaded\": true}', b'{\"value\": \"7\"}', b'{\"value\": \"7\"}'):\n"
+        'for m in (b\'{"loaded": true}\', b\'{"value": "7"}\', b\'{"value": "7"}\'):\n'
         "    os.write(int(sys.argv[3]), len(m).to_bytes(4, 'big') + m)\n",
         False,
     ),
@@ -64,13 +64,22 @@ PROTOCOL = {
     # ones pass, as a lookup table of the answers would
     "forged right results": (
         "    return a - b\nimport os, sys\n"
-        "for m in (b'{\"loaded\": true}', b'{\"value\": \"3\"}', b'{\"value\": \"0\"}'):\n"
+        'for m in (b\'{"loaded": true}\', b\'{"value": "3"}\', b\'{"value": "0"}\'):\n'
         "    os.write(int(sys.argv[3]), len(m).to_bytes(4, 'big') + m)\n",
         True,
     ),
-    "a frame claiming 4 GB": ("    return a - b\nimport os, sys\nos.write(int(sys.argv[3]), b'\\xff\\xff\\xff\\xff')\n", False),
-    "garbage on the channel": ("    return a - b\nimport os, sys\nos.write(int(sys.argv[3]), b'\\x00\\x00\\x00\\x02{[')\n", False),
-    "closes its channels": ("    return a + b\nimport os, sys\nos.close(int(sys.argv[2]))\nos.close(int(sys.argv[3]))\n", False),
+    "a frame claiming 4 GB": (
+        "    return a - b\nimport os, sys\nos.write(int(sys.argv[3]), b'\\xff\\xff\\xff\\xff')\n",
+        False,
+    ),
+    "garbage on the channel": (
+        "    return a - b\nimport os, sys\nos.write(int(sys.argv[3]), b'\\x00\\x00\\x00\\x02{[')\n",
+        False,
+    ),
+    "closes its channels": (
+        "    return a + b\nimport os, sys\nos.close(int(sys.argv[2]))\nos.close(int(sys.argv[3]))\n",
+        False,
+    ),
     "a result too large to send": ("    return 'x' * (17 << 20)\n", False),
     "a deeply nested result": ("    r = []\n    for _ in range(100000):\n        r = [r]\n    return r\n", False),
     "state kept between calls (one process per sample)": (

@@ -44,26 +44,38 @@ REFUSED: dict[str, tuple[Callable[[Path], None], str]] = {
         "config.json asks for remote code",
     ),
     "tokenizer auto_map": (
-        lambda m: _edit(m / "tokenizer_config.json", tokenizer_class="MysteryTokenizer", auto_map={"AutoTokenizer": ["t.T", None]}),
+        lambda m: _edit(
+            m / "tokenizer_config.json", tokenizer_class="MysteryTokenizer", auto_map={"AutoTokenizer": ["t.T", None]}
+        ),
         "the tokenizer asks for remote code",
     ),
     "tokenizer auto_map in config.json": (
-        lambda m: (_edit(m / "config.json", auto_map={"AutoTokenizer": ["t.T", None]}),
-                   _edit(m / "tokenizer_config.json", tokenizer_class=None)),
+        lambda m: (
+            _edit(m / "config.json", auto_map={"AutoTokenizer": ["t.T", None]}),
+            _edit(m / "tokenizer_config.json", tokenizer_class=None),
+        ),
         "the tokenizer asks for remote code",
     ),
     "pickle weights": (_pickle_only, "weights are pickles (pytorch_model.bin)"),
     "sharded pickle weights": (
-        lambda m: (_pickle_only(m), [(m / f"pytorch_model-0000{i}-of-00004.bin").write_bytes(b"x") for i in range(1, 5)]),
+        lambda m: (
+            _pickle_only(m),
+            [(m / f"pytorch_model-0000{i}-of-00004.bin").write_bytes(b"x") for i in range(1, 5)],
+        ),
         "(+2)",
     ),
-    "custom_generate": (lambda m: (m / "custom_generate").mkdir() or (m / "custom_generate" / "generate.py").write_text("x"), "custom_generate/"),
+    "custom_generate": (
+        lambda m: (m / "custom_generate").mkdir() or (m / "custom_generate" / "generate.py").write_text("x"),
+        "custom_generate/",
+    ),
 }
 ACCEPTED: dict[str, Callable[[Path], None]] = {
     "plain safetensors model": lambda m: None,
     # a stale auto_map beside a type transformers knows: its own class loads, no code runs
     "auto_map with a known model_type": lambda m: _edit(m / "config.json", auto_map={"AutoModelForCausalLM": "m.M"}),
-    "tokenizer auto_map with a transformers class": lambda m: _edit(m / "tokenizer_config.json", auto_map={"AutoTokenizer": ["t.T", None]}),
+    "tokenizer auto_map with a transformers class": lambda m: _edit(
+        m / "tokenizer_config.json", auto_map={"AutoTokenizer": ["t.T", None]}
+    ),
     # the Trainer's own pickles beside safetensors weights are never loaded as weights
     "training_args.bin beside safetensors": lambda m: (m / "training_args.bin").write_bytes(b"\x80\x04"),
     "safetensors and a pickle copy": lambda m: (m / "pytorch_model.bin").write_bytes(b"\x80\x04"),
@@ -93,7 +105,11 @@ def test_the_arith_scorer_refuses_in_one_named_line(case, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     res = subprocess.run(
         [sys.executable, "evaluate.py", "--model-path", str(m), "--json-output-file", str(tmp_path / "m.json")],
-        cwd=REPO / "tasks" / "arith", capture_output=True, text=True, timeout=120, env=env,
+        cwd=REPO / "tasks" / "arith",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert res.returncode == 3, res.stdout + res.stderr
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("PTB_MODEL_INVALID: ")]

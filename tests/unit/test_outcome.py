@@ -44,12 +44,24 @@ CASES = [
     # id, records, outcome, evidence fragment
     ("nothing yet", CellRecords(), "pending", "not solved yet"),
     ("LLM budget spent, model scored", scored({**LLM_BUDGET, "final_model_files": 2}, 0.4), "scored", "accuracy 0.4"),
-    ("LLM budget spent, model waits", CellRecords(solve={**LLM_BUDGET, "final_model_files": 2}), "pending",
-     "solved (agent stopped at its LLM budget (tokens 2749 of 2500; SIGTERM)); not scored yet"),
-    ("LLM budget spent, no model", CellRecords(solve={**LLM_BUDGET, "final_model_files": 0}), "agent_failed",
-     "agent stopped at its LLM budget (tokens 2749 of 2500; SIGTERM); no final model"),
-    ("LLM gateway died", CellRecords(solve_state={"state": "failed", "reason": "the LLM gateway exited with code 1"}),
-     "infra_failed", "solve failed in the harness: the LLM gateway exited with code 1"),
+    (
+        "LLM budget spent, model waits",
+        CellRecords(solve={**LLM_BUDGET, "final_model_files": 2}),
+        "pending",
+        "solved (agent stopped at its LLM budget (tokens 2749 of 2500; SIGTERM)); not scored yet",
+    ),
+    (
+        "LLM budget spent, no model",
+        CellRecords(solve={**LLM_BUDGET, "final_model_files": 0}),
+        "agent_failed",
+        "agent stopped at its LLM budget (tokens 2749 of 2500; SIGTERM); no final model",
+    ),
+    (
+        "LLM gateway died",
+        CellRecords(solve_state={"state": "failed", "reason": "the LLM gateway exited with code 1"}),
+        "infra_failed",
+        "solve failed in the harness: the LLM gateway exited with code 1",
+    ),
     ("scored", scored(SOLVED, 0.5), "scored", "accuracy 0.5"),
     ("scored even if the agent failed", scored(SOLVED_FAILING_AGENT, 0.1), "scored", ""),
     (

@@ -242,7 +242,10 @@ def test_model_invalid_stops_the_ladder_and_is_the_agents_failure(tmp_path):
     (cdir / "solve.json").write_text(json.dumps({"final_model_files": 1, "description": "exited 0"}))
     with pytest.raises(HarnessError, match="after 1 attempts of 4"):
         run_evaluate(
-            campaign, cell, solve_json=cdir / "solve.json", final_model=cdir / "final_model",
+            campaign,
+            cell,
+            solve_json=cdir / "solve.json",
+            final_model=cdir / "final_model",
             metrics_json=cdir / "metrics.json",
         )
     record = json.loads((cdir / "evaluate.json").read_text())
