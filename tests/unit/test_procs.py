@@ -10,6 +10,7 @@ from pathlib import Path
 from ptb_harness.runtime.procs import (
     ProcessResult,
     describe,
+    group_live_members,
     process_start_ticks,
     pump_timestamped,
     read_proc_stat,
@@ -125,6 +126,45 @@ def test_proc_stat_reader_copes_with_a_command_name_holding_spaces_and_parens(tm
         child.wait()
     assert read_proc_stat(child.pid) is None
     assert process_start_ticks(child.pid) is None
+
+
+def _until_zombie(pid: int) -> None:
+    deadline = time.time() + 5
+    while not read_proc_stat(pid).zombie and time.time() < deadline:
+        time.sleep(0.01)
+    assert read_proc_stat(pid).zombie
+
+
+def test_a_group_of_zombies_is_not_alive_and_not_stopped(tmp_path):
+    """A signal reaches a zombie, so a process group holding only our own unreaped zombie
+    children looked alive: stop_leftovers sent it SIGTERM and waited out its whole grace
+    for it to go (it cannot: only our wait removes a zombie). Real processes in a real
+    group: its live members leave out the zombies, and stop_leftovers (in a child Python,
+    whose children it may kill) leaves the group alone and only reaps its orphan."""
+    leader = subprocess.Popen(["sleep", "30"], process_group=0)
+    member = subprocess.Popen(["true"], process_group=leader.pid)
+    try:
+        _until_zombie(member.pid)
+        assert read_proc_stat(member.pid).pgrp == leader.pid
+        assert group_live_members(leader.pid) == [leader.pid]
+        leader.kill()
+        _until_zombie(leader.pid)
+        os.killpg(leader.pid, 0)  # the group is still there for a signal: two zombies
+        assert group_live_members(leader.pid) == []
+    finally:
+        leader.kill()
+        leader.wait()
+        member.wait()
+    code = (
+        "import subprocess, time; from ptb_harness.runtime.procs import read_proc_stat, stop_leftovers\n"
+        "z = subprocess.Popen(['true'], process_group=0)\n"
+        "while not read_proc_stat(z.pid).zombie: time.sleep(0.01)\n"
+        "print(z.pid, stop_leftovers(z.pid, grace_s=2))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    pid, signalled = out.stdout.split(" ", 1)
+    # before: [-pid, pid] (SIGTERM to the group, the grace waited out, then its SIGKILL)
+    assert signalled.strip() == f"[{pid}]"
 
 
 def test_describe_says_how_a_process_ended():

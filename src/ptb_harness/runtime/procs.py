@@ -137,6 +137,7 @@ class ProcStat:
     ppid: int
     start_ticks: int  # start time in clock ticks since boot (tells a pid from its reuse)
     session: int = 0  # the session id (the agent's session groups every process it started)
+    pgrp: int = 0  # the process group id
 
     @property
     def zombie(self) -> bool:
@@ -156,7 +157,7 @@ def read_proc_stat(pid: int | str) -> ProcStat | None:
         return None
     fields = stat[stat.rfind(b")") + 2 :].split()
     try:
-        return ProcStat(int(pid), fields[0].decode(), int(fields[1]), int(fields[19]), int(fields[3]))
+        return ProcStat(int(pid), fields[0].decode(), int(fields[1]), int(fields[19]), int(fields[3]), int(fields[2]))
     except (IndexError, ValueError):
         return None
 
@@ -167,19 +168,27 @@ def process_start_ticks(pid: int) -> int | None:
     return stat.start_ticks if stat is not None else None
 
 
-def _children_of(pid: int) -> list[int]:
-    """PIDs whose parent is ``pid`` (from /proc; empty where /proc is absent)."""
+def _proc_stats() -> list[ProcStat] | None:
+    """Every process /proc shows; None where /proc cannot be listed."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return []
-    kids = []
-    for name in entries:
-        if name.isdigit():
-            stat = read_proc_stat(name)
-            if stat is not None and stat.ppid == pid:
-                kids.append(stat.pid)
-    return kids
+        return None
+    stats = (read_proc_stat(name) for name in entries if name.isdigit())
+    return [s for s in stats if s is not None]
+
+
+def _children_of(pid: int) -> list[int]:
+    """PIDs whose parent is ``pid`` (from /proc; empty where /proc is absent)."""
+    return [s.pid for s in _proc_stats() or () if s.ppid == pid]
+
+
+def group_live_members(pgid: int) -> list[int] | None:
+    """The PIDs of the process group's members that are not zombies; None where /proc
+    cannot be listed. A zombie is dead: no signal moves it, only its parent's wait (ours,
+    for the orphans stop_leftovers reaps) removes it."""
+    stats = _proc_stats()
+    return None if stats is None else [s.pid for s in stats if s.pgrp == pgid and not s.zombie]
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
@@ -191,7 +200,13 @@ def _signal_group(pgid: int, sig: int) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
-    return _signal_group(pgid, 0)
+    """Whether the group has a member that is not a zombie (a signal reaches zombies too:
+    a group of our own unreaped zombie children would otherwise count as alive until the
+    stop's grace ran out). Alive where /proc cannot tell."""
+    if not _signal_group(pgid, 0):
+        return False
+    live = group_live_members(pgid)
+    return live is None or bool(live)
 
 
 def _group_gone_within(pgid: int, timeout: float) -> bool:
