@@ -53,7 +53,7 @@ import stat
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -284,17 +284,27 @@ class Recorder:
     def walk(self, final: bool = False) -> Iterator[tuple[str, os.stat_result]]:
         """(path, lstat) of every entry under the roots; directories watched as listed.
         Stops (incomplete) past max_files entries."""
-        count = 0
         stack = [str(self.root / r) for r in self.config.roots if (self.root / r).is_dir()]
         for d in stack:
             self._watch(d)
+        listed = yield from self._descend(stack, final, self.config.max_files)
+        if listed is None:
+            self.too_many = True
+        else:
+            self.counts["entries"] = listed
+
+    def _descend(
+        self, stack: list[str], final: bool, most: int | None = None
+    ) -> Generator[tuple[str, os.stat_result], None, int | None]:
+        """(path, lstat) of every entry below the directories on ``stack``, depth first;
+        directories watched as listed. Returns how many entries were listed, or None at
+        the first past ``most`` (not stat'ed, and the walk ends there)."""
+        count = 0
         while stack:
-            here = stack.pop()
-            for entry in self._listing(here, final):
+            for entry in self._listing(stack.pop(), final):
                 count += 1
-                if count > self.config.max_files:
-                    self.too_many = True
-                    return
+                if most is not None and count > most:
+                    return None
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
@@ -303,7 +313,7 @@ class Recorder:
                     self._watch(entry.path)
                     stack.append(entry.path)
                 yield entry.path, st
-        self.counts["entries"] = count
+        return count
 
     def _listing(self, directory: str, final: bool) -> list[os.DirEntry]:
         try:
@@ -514,17 +524,7 @@ class Recorder:
 
     def _walk_new(self, directory: str) -> Iterator[tuple[str, os.stat_result]]:
         """A directory that just appeared (files may be in it before its watch was)."""
-        stack = [directory]
-        while stack:
-            for entry in self._listing(stack.pop(), False):
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    self._watch(entry.path)
-                    stack.append(entry.path)
-                yield entry.path, st
+        yield from self._descend([directory], False)
 
     def written(self, path: str, now: float) -> None:
         """A file was written: read it now, or hold it open until its window ends."""
