@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -60,6 +60,10 @@ class Cell:
             num_gpus=int(get("num_gpus")),
             run=int(get("run")),
         )
+
+
+#: a cell's coordinates, in order: the first columns of every table with a row per cell
+CELL_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Cell))
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from ptb_harness.campaign.campaign import Campaign
+from ptb_harness.campaign.cells import CELL_KEYS
 from ptb_harness.core.cell_files import JUDGEMENT, JUDGEMENT_OVERRIDE, USAGE, JudgementOverride, SolveRecord
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.records import atomic_write_text
@@ -48,12 +49,7 @@ VERDICT_COLUMNS = [
 
 
 CELL_COLUMNS = [
-    "agent",
-    "task",
-    "model",
-    "hours",
-    "num_gpus",
-    "run",
+    *CELL_KEYS,
     "outcome",
     "evidence",
     "accuracy",

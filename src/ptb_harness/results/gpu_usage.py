@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
+from ptb_harness.campaign.cells import CELL_KEYS
 from ptb_harness.core.cell_files import GPU_MONITOR
 from ptb_harness.core.records import atomic_write_text
 
@@ -155,15 +156,10 @@ class GpuUsageCache:
         atomic_write_text(self.path, json.dumps({"version": _CACHE_VERSION, "cells": cells}))
 
 
+#: what a row takes from its cell's row of the cell table (with the leaderboard's entry)
+FROM_CELL_TABLE = ("entry", *CELL_KEYS, "outcome")
 GPU_USAGE_COLUMNS = [
-    "entry",
-    "agent",
-    "task",
-    "model",
-    "hours",
-    "num_gpus",
-    "run",
-    "outcome",
+    *FROM_CELL_TABLE,
     "stage",
     "samples",
     "gpus",
@@ -179,13 +175,11 @@ GPU_USAGE_COLUMNS = [
 
 def gpu_usage_rows(cells: Iterable[dict], cache: GpuUsageCache) -> list[dict]:
     """One row per cell and stage; `cells` are the cell table's rows (dicts with at least
-    entry, agent, task, model, hours, num_gpus, run, outcome, cell_dir)."""
+    FROM_CELL_TABLE and cell_dir)."""
     rows = []
     for cell in cells:
         for use in cache.get(cell["cell_dir"]) or ():
-            rows.append(
-                {**{k: cell.get(k) for k in GPU_USAGE_COLUMNS[:8]}, **asdict(use), "cell_dir": cell["cell_dir"]}
-            )
+            rows.append({**{k: cell.get(k) for k in FROM_CELL_TABLE}, **asdict(use), "cell_dir": cell["cell_dir"]})
     return rows
 
 
