@@ -27,10 +27,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.runtime.gpu_fence import gpu_fence
@@ -145,37 +145,11 @@ class Launch:
     #: the names (never values) of the variables the sandboxed process sees
     visible_names: list[str] = field(default_factory=list)
 
-    def run(
-        self,
-        output: Path,
-        *,
-        budget_s: float,
-        kill_grace_s: float,
-        output_mode: int = 0o600,
-        append: bool = False,
-        on_start: Callable[[int], None] | None = None,
-        max_output_bytes: int | None = None,
-        stop: threading.Event | None = None,
-        spare: Sequence[int] = (),
-    ) -> ProcessResult:
-        """Run it under its budget, output into ``output`` (appended to with ``append``,
-        cut after ``max_output_bytes``; ``on_start`` gets the child's pid; stopped early
-        when ``stop`` is set; ``spare``: our children that are not its leftovers; see
-        ``run_budgeted``)."""
-        return run_budgeted(
-            self.argv,
-            env=self.env,
-            cwd=self.cwd,
-            output=output,
-            budget_s=budget_s,
-            kill_grace_s=kill_grace_s,
-            output_mode=output_mode,
-            append=append,
-            on_start=on_start,
-            max_output_bytes=max_output_bytes,
-            stop=stop,
-            spare=spare,
-        )
+    def run(self, output: Path, **budget: Any) -> ProcessResult:
+        """Run it under its budget, output into ``output``. ``budget``: run_budgeted's
+        keywords (budget_s and kill_grace_s, and the optional ones: see there), passed on
+        as given, so that its signature and defaults are written once."""
+        return run_budgeted(self.argv, env=self.env, cwd=self.cwd, output=output, **budget)
 
 
 @dataclass(frozen=True)
