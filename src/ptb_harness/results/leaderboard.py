@@ -29,7 +29,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -516,46 +516,47 @@ def leaderboard_markdown(board: pd.DataFrame, weights: Weights, table: pd.DataFr
     return "\n".join(out)
 
 
+def _html_row(values: Iterable[object], tag: str = "td", attrs: str = "") -> str:
+    return f"<tr{attrs}>" + "".join(f"<{tag}>{html.escape(str(v))}</{tag}>" for v in values) + "</tr>"
+
+
+def _html_section(
+    heading: str, table_attrs: str, head: Sequence[object], rows: Iterable[Iterable[object]]
+) -> list[str]:
+    """A heading and its table, every value escaped (agent-written text stays text)."""
+    return [
+        f"<h2>{html.escape(heading)}</h2><table {table_attrs}>",
+        _html_row(head, "th"),
+        *(_html_row(r) for r in rows),
+        "</table>",
+    ]
+
+
 def leaderboard_html(board: pd.DataFrame, weights: Weights, table: pd.DataFrame, images: list[Path]) -> str:
     """One self-contained page: the leaderboard table, its legend and weights, the plots
     (embedded), and every cell without a score with its evidence."""
     head, rows = leaderboard_wide(board)
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Leaderboard</title><style>{_STYLE}</style>"]
     parts += ["</head><body><h1>Leaderboard</h1>", f"<p>{html.escape(LEGEND)}</p>", "<table id='leaderboard'>"]
-    parts.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
-    for kind, r in rows:
-        cls = "" if kind == AGENT else " class='ref'"
-        parts.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>")
+    parts.append(_html_row(head, "th"))
+    parts += [_html_row(r, attrs="" if kind == AGENT else " class='ref'") for kind, r in rows]
     parts.append("</table>")
     parts += [f"<p class='footnote'>{html.escape(note)}</p>" for note in footnotes(board, table)]
     parts.append(f"<p>{html.escape(weights_line(weights))}</p>")
     if "input_tokens" in table and not table[list(TOKEN_USAGE_COLUMNS)].isna().all().all():
-        head, rows = token_usage_rows(table)
-        parts.append("<h2>Tokens and cost per entry</h2><table id='usage'>")
-        parts.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
-        parts += ["<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>" for r in rows]
-        parts.append("</table>")
+        parts += _html_section("Tokens and cost per entry", "id='usage'", *token_usage_rows(table))
     for img in images:
         data = base64.b64encode(img.read_bytes()).decode()
         parts.append(f"<p><img alt='{html.escape(img.stem)}' src='data:image/png;base64,{data}'></p>")
     unscored = table[table["outcome"] != "scored"]
     if len(unscored):
-        parts.append(f"<h2>Cells without a score ({len(unscored)})</h2><table id='unscored'>")
-        parts.append("<tr>" + "".join(f"<th>{c}</th>" for c in _UNSCORED_HEAD) + "</tr>")
-        for r in unscored[UNSCORED_COLUMNS].itertuples(index=False):
-            parts.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>")
-        parts.append("</table>")
+        rows = unscored[UNSCORED_COLUMNS].itertuples(index=False)
+        parts += _html_section(f"Cells without a score ({len(unscored)})", "id='unscored'", _UNSCORED_HEAD, rows)
     flagged = flagged_cells(table)
     if len(flagged):
-        parts.append(f"<h2>Flagged cells ({len(flagged)})</h2><table id='flagged'>")
-        parts.append("<tr>" + "".join(f"<th>{c}</th>" for c in _FLAGGED_HEAD) + "</tr>")
-        for r in flagged[FLAGGED_COLUMNS].itertuples(index=False):
-            parts.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>")
-        parts.append("</table>")
+        rows = flagged[FLAGGED_COLUMNS].itertuples(index=False)
+        parts += _html_section(f"Flagged cells ({len(flagged)})", "id='flagged'", _FLAGGED_HEAD, rows)
     for title, head, rows in verdict_sections(board, table):
-        parts.append(f"<h2>{html.escape(title)}</h2><table class='verdicts'>")
-        parts.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
-        parts += ["<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>" for r in rows]
-        parts.append("</table>")
+        parts += _html_section(title, "class='verdicts'", head, rows)
     parts.append("</body></html>")
     return "\n".join(parts)
