@@ -55,6 +55,15 @@ class LLMConfigError(LLMUnavailable):
     """The endpoint is misconfigured (no key in the named variable, a bad URL, 401/404)."""
 
 
+def token_count(value: Any, most: int | None = None) -> int | None:
+    """An API's token count: an int (never a bool: JSON's true is no count) from 0 to
+    ``most``; None for anything else. The one reader of a count for this client's answers,
+    the harness's LLM gateway (``most``: what one answer may state) and its logs' totals."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value if most is None or value <= most else None
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where a grader or judge model is and how to talk to it. Holds no secret."""
@@ -274,8 +283,8 @@ class LLMClient:
         """Add an answer's token counts and reported cost (where they are numbers) to the totals."""
         with self._lock:
             for ours, theirs in (("prompt_tokens", "prompt_tokens"), ("completion_tokens", "completion_tokens")):
-                v = usage.get(theirs)
-                if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                v = token_count(usage.get(theirs))
+                if v is not None:
                     setattr(self._stats, ours, getattr(self._stats, ours) + v)
             cost = usage.get("cost")
             if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:

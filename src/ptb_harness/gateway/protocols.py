@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ptb_scorer.llm_client import token_count
+
 Protocol = Literal["anthropic", "openai_responses", "openai_chat", "gemini"]
 PROTOCOLS: tuple[Protocol, ...] = ("anthropic", "openai_responses", "openai_chat", "gemini")
 
@@ -119,9 +121,7 @@ def _count(obj: Any, *keys: str) -> int | None:
         if not isinstance(obj, dict):
             return None
         obj = obj.get(key)
-    if isinstance(obj, bool) or not isinstance(obj, int) or not 0 <= obj <= MAX_TOKENS_PER_ANSWER:
-        return None
-    return obj
+    return token_count(obj, MAX_TOKENS_PER_ANSWER)
 
 
 #: The counts an answer of each protocol must state for its usage to be read: its input

@@ -14,6 +14,7 @@ from typing import Any
 
 from ptb_harness.core.cell_files import is_llm_log
 from ptb_harness.core.records import read_record_tail
+from ptb_scorer.llm_client import token_count
 
 #: How much of a log's end is read: its last line's totals (a few hundred bytes) follow
 #: that line's bodies, each cut to solve.llm_log_max_body_kb; a line whose totals are not
@@ -57,12 +58,8 @@ def log_totals(path: str) -> dict[str, Any] | None:
         totals = json.loads(data[start + len(_TOTALS) - 1 : end].rstrip().removesuffix(b"}"))
     except ValueError:
         return None
-    ok = isinstance(totals, dict) and all(_count(totals.get(k)) is not None for k in _COUNTS)
+    ok = isinstance(totals, dict) and all(token_count(totals.get(k)) is not None for k in _COUNTS)
     return totals if ok else None
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _cost(value: Any) -> float | None:
