@@ -28,6 +28,7 @@ connect/read/write timeouts; the request itself is one POST.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import threading
@@ -62,6 +63,15 @@ def token_count(value: Any, most: int | None = None) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
     return value if most is None or value <= most else None
+
+
+def usd_amount(value: Any) -> float | None:
+    """An amount of US$ an API or a log states: a finite number from 0 (never a bool, and
+    never JSON's 1e999, which reads as infinity and would be written back as Infinity, no
+    JSON at all); None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -286,9 +296,9 @@ class LLMClient:
                 v = token_count(usage.get(theirs))
                 if v is not None:
                     setattr(self._stats, ours, getattr(self._stats, ours) + v)
-            cost = usage.get("cost")
-            if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
-                self._stats.reported_cost_usd += float(cost)
+            cost = usd_amount(usage.get("cost"))
+            if cost is not None:
+                self._stats.reported_cost_usd += cost
 
     def chat(self, messages: list[dict[str, str]], *, max_tokens: int | None = None, **extra: Any) -> str:
         """The model's answer text; retried as the endpoint says. Raises LLMUnavailable."""

@@ -15,6 +15,7 @@ from ptb_scorer.llm_client import (
     LLMClient,
     LLMConfigError,
     LLMUnavailable,
+    usd_amount,
 )
 
 KEY = "sk-planted-grader-key-0123456789abcdef"
@@ -41,6 +42,17 @@ def test_answer_usage_and_auth_header():
     assert usage["requests"] == 1 and usage["retries"] == 0 and usage["statuses"] == {"200": 1}
     assert usage["prompt_tokens"] == 10 and usage["completion_tokens"] == 5
     assert usage["cost_usd"] == pytest.approx((10 * 2.0 + 5 * 8.0) / 1e6)
+
+
+# a cost the endpoint states (OpenRouter's usage.cost) or a log's total: JSON's 1e999 reads
+# as infinity, which would be written back as Infinity (no JSON) and sum to an infinite spend
+@pytest.mark.parametrize(
+    ("value", "amount"),
+    [(0, 0.0), (0.25, 0.25), (3, 3.0), (-0.01, None), (True, None), (json.loads("1e999"), None)]
+    + [(float("nan"), None), ("0.1", None), (None, None), ([1], None)],
+)
+def test_a_stated_usd_amount_is_a_finite_number_from_0(value, amount):
+    assert usd_amount(value) == amount
 
 
 def test_429_and_500_are_retried_and_counted():

@@ -7,14 +7,13 @@ holds its request's and answer's bodies)."""
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, fields
 from typing import Any
 
 from ptb_harness.core.cell_files import is_llm_log
 from ptb_harness.core.records import read_record_tail
-from ptb_scorer.llm_client import token_count
+from ptb_scorer.llm_client import token_count, usd_amount
 
 #: How much of a log's end is read: its last line's totals (a few hundred bytes) follow
 #: that line's bodies, each cut to solve.llm_log_max_body_kb; a line whose totals are not
@@ -62,11 +61,6 @@ def log_totals(path: str) -> dict[str, Any] | None:
     return totals if ok else None
 
 
-def _cost(value: Any) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-    return float(value) if ok else None
-
-
 def cell_spend(cell_dir: str) -> Spend | None:
     """What the cell's gateways metered over all its attempts; None without a request log.
     Its cost is unknown when any log's is (an unpriced or unmetered answer, a log that
@@ -85,7 +79,7 @@ def cell_spend(cell_dir: str) -> Spend | None:
             continue
         for k in _COUNTS:
             counts[k] += totals[k]
-        known = _cost(totals.get("cost_usd"))
+        known = usd_amount(totals.get("cost_usd"))
         unknown = unknown or known is None
         cost += known or 0.0
     return Spend(cells=1, cost_usd=cost, unknown_cells=int(unknown), **counts)
