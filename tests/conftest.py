@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -176,6 +177,24 @@ def fake_nvidia_root(root: Path) -> Path:
         d.mkdir(parents=True)
         (d / "information").write_text(INFORMATION.format(uuid=uuid, bus=bus, minor=minor))
     return root
+
+
+# A test that runs the harness's process supervision in this process (run_budgeted) makes
+# it a child subreaper, for good: every later test's orphans (a SIGKILLed Snakemake's jobs)
+# would be re-parented here and stay zombies, alive to kill(pid, 0). Each test leaves this
+# process as it found it.
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+@pytest.fixture(autouse=True)
+def _no_subreaper_left_behind() -> Iterator[None]:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    yield
+    flag = ctypes.c_int(0)
+    if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value:
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
 # -- the two test workers (pytest-xdist, pyproject's addopts) ------------------------------

@@ -8,6 +8,7 @@ command in docs/recovery.md completes only what is missing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -59,6 +60,10 @@ def snapshot_files(cell: Path, names=("solve.json", "solve_out.txt")) -> dict[st
 
 
 def pid_gone(pid: int) -> bool:
+    # an orphan re-parented to this process (a subreaper while a test ran run_budgeted here)
+    # stays a zombie until reaped
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
     try:
         os.kill(pid, 0)  # signal 0: a liveness probe of our own child's pid, sends nothing
     except ProcessLookupError:
