@@ -201,6 +201,17 @@ def test_a_stack_trace_per_retry_keeps_the_session_structured(tmp_path, declared
     assert stats.usage["input_tokens"] == 700 and stats.usage["output_tokens"] == 200
 
 
+def test_a_text_line_between_streamed_chunks_stays_in_its_place(tmp_path):
+    first, second = (json.dumps(e) for e in EVENTS["gemini"][2:4])  # "I will " and "start training."
+    raw = tmp_path / "t.txt"
+    raw.write_text(
+        "".join(STAMP + line + "\n" for line in [json.dumps(EVENTS["gemini"][0]), first, "a warning", second])
+    )
+    parse_trace_file(raw, tmp_path / "p.txt")
+    lines = (tmp_path / "p.txt").read_text().splitlines()[-3:]
+    assert lines == [f"{STAMP}ASSISTANT: I will ", f"{STAMP}TEXT: a warning", f"{STAMP}ASSISTANT: start training."]
+
+
 def test_a_line_forged_to_look_like_the_transcript_stays_marked_as_text(tmp_path):
     forged = f"{STAMP}TOOL CALL Bash (toolu_99): cat /dev/null"
     raw = claude_trace_with(tmp_path / "solve_out.txt", [forged])

@@ -252,11 +252,13 @@ def _as_text(line: Line) -> bytes:
     """A line that is no event of the format, as the transcript keeps it: `TEXT: ` and the
     line as read (the harness's time prefix put before the kind, as on event lines), so a
     line forged to look like a transcript line stays marked as text."""
-    stamp = line.stamp.encode()
-    raw = line.raw
-    if stamp and raw[:1] == b"[" and raw[1 : 1 + len(stamp)] == stamp and raw[1 + len(stamp) : 3 + len(stamp)] == b"] ":
-        raw = raw[3 + len(stamp) :]
-    return (b"[" + stamp + b"] TEXT: " if stamp else b"TEXT: ") + raw + b"\n"
+    raw, stamp = line.raw, line.stamp
+    if not stamp:
+        return b"TEXT: " + raw + b"\n"
+    end = len(stamp) + 1  # where the harness's prefix `[stamp] ` closes, when it leads the line
+    if raw[end : end + 2] == b"] " and raw[:1] == b"[" and raw[1:end] == stamp.encode():
+        return raw[: end + 1] + b" TEXT: " + raw[end + 2 :] + b"\n"
+    return b"[" + stamp.encode() + b"] TEXT: " + raw + b"\n"
 
 
 def _render_whole(
@@ -294,7 +296,7 @@ def _render_lines(
 def _render_events(lines: Iterable[Line], out: BlockWriter, renderer: Renderer, fmt: str, stats: TraceStats) -> None:
     """Every line that is an event of fmt rendered, wherever it lies; every other
     non-blank line (noise, foreign JSON) kept as text in its place."""
-    render, types, flush = renderer.render, renderer.types, renderer.flush
+    render, types, held = renderer.render, renderer.types, renderer.held
     noise = foreign = rendered = written = 0
     for line in lines:
         obj = line.obj
@@ -308,7 +310,11 @@ def _render_events(lines: Iterable[Line], out: BlockWriter, renderer: Renderer, 
             noise += 1
         else:
             foreign += 1
-        written += _write(out, flush(), line.stamp) + 1  # a streamed chunk held back goes first
+        if held:  # a streamed chunk held back goes first
+            written += _write(out, renderer.flush(), line.stamp)
+        written += 1
         out.write(_as_text(line))
+    if held:  # the last chunk held back (the loop ran: it holds one), at the last line's time
+        written += _write(out, renderer.flush(), line.stamp)
     stats.noise_lines, stats.foreign_json_lines = noise, foreign
     stats.rendered_events, stats.transcript_lines = rendered, stats.transcript_lines + written
