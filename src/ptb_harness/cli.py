@@ -233,7 +233,9 @@ def _add_reap(sub: argparse._SubParsersAction, reaping: bool) -> None:
 
 
 def _add_parse_trace(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("parse-trace", help="raw agent trace -> readable transcript (format detected from content)")
+    p = sub.add_parser(
+        "parse-trace", help="raw agent trace -> readable transcript (format declared in agent.json, else detected)"
+    )
     p.add_argument("raw", help=f"the raw trace (e.g. a cell's {RAW_TRACE})")
     p.add_argument("out", help="where the transcript goes")
     p.add_argument("--sanitized-raw", help="also write the raw trace with secrets redacted here")

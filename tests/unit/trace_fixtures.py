@@ -114,9 +114,13 @@ def write_trace(path: Path, fmt: str, *, noise: bool = True, truncate_last: bool
     return path
 
 
+#: what Gemini CLI (--output-format json) prints around its one object
+GEMINI_JSON_AROUND = ("Loaded cached credentials.", "Shutting down.")
+
+
 def write_gemini_json(path: Path) -> Path:
-    text = json.dumps(GEMINI_JSON, indent=2)
-    path.write_text("\n".join(STAMP + line for line in ["Loaded cached credentials.", *text.splitlines()]) + "\n")
+    lines = [GEMINI_JSON_AROUND[0], *json.dumps(GEMINI_JSON, indent=2).splitlines(), GEMINI_JSON_AROUND[1]]
+    path.write_text("\n".join(STAMP + line for line in lines) + "\n")
     return path
 
 

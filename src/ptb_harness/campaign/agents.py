@@ -11,6 +11,10 @@ from typing import Any
 from ptb_harness.campaign.cells import check_name
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.records import read_json_file, read_json_object
+from ptb_harness.traces.detect import DECLARABLE
+
+#: agent.json "trace_format": detected, copied, or declared
+TRACE_FORMATS = ("auto", "raw", *DECLARABLE)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: An entry's `env` is for non-secret settings; a name like these is a secret, which
@@ -156,7 +160,9 @@ class AgentSpec:
     env_passthrough: tuple[str, ...]
     #: API-key variable names this agent may receive.
     api_keys: tuple[str, ...]
-    #: agent.json "trace_format": "auto" (detect and parse) or "raw" (copy, still sanitized)
+    #: agent.json "trace_format": the format its CLI writes (one of traces.detect.DECLARABLE:
+    #: parsed as that, which no line a tool writes can change), "auto" (detected from the
+    #: content) or "raw" (copied, still sanitized)
     trace_format: str = "auto"
     #: agent.json "cli": the npm package of the agent's CLI (doctor checks its pinned version)
     cli: str | None = None
@@ -242,8 +248,8 @@ def _read_agent_json(path: Path) -> dict:
     unknown = set(data) - {"trace_format", "cli", "resume", "trusted", "llm"}
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
-    if data.get("trace_format", "auto") not in ("auto", "raw"):
-        raise ConfigError(f'{path}: trace_format must be "auto" or "raw"')
+    if data.get("trace_format", "auto") not in TRACE_FORMATS:
+        raise ConfigError(f"{path}: trace_format must be one of {', '.join(TRACE_FORMATS)}")
     if not isinstance(data.get("cli", ""), str):
         raise ConfigError(f"{path}: cli must be an npm package name")
     if not isinstance(data.get("resume", False), bool):

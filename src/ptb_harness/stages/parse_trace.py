@@ -32,16 +32,19 @@ def run_parse_trace(
     """Write the transcript (and the sanitized copies and usage.json where their paths are
     given). The secrets are the values in env of the agent's passthrough and API-key
     variables, the task's required keys and every secret-looking variable; an agent whose
-    agent.json says its trace is raw is copied, not parsed. With solve.json's LLM gateway
+    agent.json says its trace is raw is copied, not parsed, and one that names its trace's
+    format is read in it (else the format is detected). With solve.json's LLM gateway
     meter, usage.json's tokens and cost are the gateway's."""
     names = allowed_env_names(agent, tuple(required_api_keys))
+    trace_format = agent.trace_format if agent is not None else "auto"
     stats = parse_trace_file(
         raw,
         parsed,
         sanitized_raw=sanitized_raw,
         sanitized_parsed=sanitized_parsed,
         secrets=secrets_from_env(names, env),
-        raw_only=raw_only or (agent is not None and agent.trace_format == "raw"),
+        raw_only=raw_only or trace_format == "raw",
+        declared=None if trace_format in ("auto", "raw") else trace_format,
     )
     if usage is not None:
         solve = SolveRecord.read(solve_json) if solve_json is not None else None

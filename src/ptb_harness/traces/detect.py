@@ -1,9 +1,19 @@
-"""Which agent CLI wrote a trace, decided from its content, never from the agent's name.
+"""Which agent CLI wrote a trace when its agent does not declare it (agent.json
+"trace_format"), decided from its content, never from the agent's name.
 
-Each JSON line votes for the formats whose distinguishing keys it carries (weights: a
+The first session-start event (Claude Code's, Qwen Code's or Cursor's init, Codex's
+thread.started, Gemini CLI's init, OpenCode's step_start) decides: a CLI writes it before
+its first model call, so before any tool the agent runs could write into its stdout, and
+no number of lines written later (400 Codex lines in a Claude Code trace) changes it.
+A trace without one (Codex's legacy shape, a custom agent's log) is decided by a vote:
+each JSON line votes for the formats whose distinguishing keys it carries (weights: a
 strong, unique marker counts more than a shared shape); the format with most votes over
 many lines wins. Lines of no known format (installer output, tracebacks, other tools'
 JSON) vote for nothing. Facts behind the markers: shared/notes/posttrainbench.md.
+
+Whichever format is used, the lines it does not explain stay in the transcript as text
+(parse.py): a wrong format hides nothing. An agent that declares its format
+(agent.json "trace_format") is not detected at all.
 """
 
 from __future__ import annotations
@@ -13,6 +23,8 @@ from collections.abc import Iterable
 from typing import Any
 
 FORMATS = ("claude", "qwen", "codex", "codex_legacy", "gemini", "gemini_json", "opencode", "cursor", "plain")
+#: The formats an agent may declare (agent.json "trace_format"), besides "auto" and "raw".
+DECLARABLE = tuple(f for f in FORMATS if f != "plain")
 
 _CLAUDE_TYPES = {"system", "assistant", "user", "result", "stream_event", "rate_limit_event"}
 _GEMINI_TYPES = {"init", "message", "tool_use", "tool_result", "error", "result"}
@@ -129,6 +141,26 @@ def explains(fmt: str, obj: dict[str, Any], types: frozenset[str]) -> bool:
     return fmt in v if v else obj.get("type") in types
 
 
+def session_start(obj: dict[str, Any]) -> str | None:
+    """The format whose session-start event obj is (a CLI's first line), or None."""
+    t = obj.get("type")
+    if t == "thread.started":
+        return "codex"
+    if t == "init" and isinstance(obj.get("timestamp"), str):
+        return "gemini"
+    if t == "step_start" and "sessionID" in obj:
+        return "opencode"
+    if t == "system" and (obj.get("subtype") == "init" or "apiKeySource" in obj):
+        v = votes(obj)  # Claude Code's, Qwen Code's or Cursor's init: its strongest vote
+        return max(v, key=v.__getitem__) if v else None
+    return None
+
+
+def first_session_start(objects: Iterable[dict[str, Any]]) -> str | None:
+    """The format of the first session-start event among the decoded JSON lines, or None."""
+    return next((fmt for fmt in map(session_start, objects) if fmt is not None), None)
+
+
 def detect(objects: Iterable[dict[str, Any]]) -> tuple[str, Counter]:
     """(format, vote totals) over the decoded JSON lines given; 'plain' when none vote."""
     total: Counter = Counter()
@@ -139,9 +171,13 @@ def detect(objects: Iterable[dict[str, Any]]) -> tuple[str, Counter]:
     return total.most_common(1)[0][0], total
 
 
-def explains_too_little(explained: int, foreign_json: int, text: int) -> bool:
-    """Whether a detected format accounts for too small a part of the lines read to be
-    trusted: most JSON lines foreign, most lines text, or a handful of events among many
-    lines. The caller then keeps the trace as plain text, which loses nothing."""
-    other = foreign_json + text
-    return foreign_json > explained or text > explained + foreign_json or (explained < 3 and other > explained)
+#: Fewer events of the vote's winner than this, among more lines of other kinds, are
+#: stray lines, not a session of that format (an aider log with one Claude-like line).
+#: A count, not a share: lines added to a real session cannot push it below.
+MIN_EVENTS = 3
+
+
+def too_few_events(explained: int, other: int) -> bool:
+    """Whether a format won by vote has too few events to call the trace that format's:
+    the caller then keeps the trace as plain text (verbatim), which loses nothing."""
+    return explained < MIN_EVENTS and other > explained

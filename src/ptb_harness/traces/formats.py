@@ -60,7 +60,8 @@ class Renderer:
         #: usage.json's quantities (None = the trace does not say)
         self.tally = TokenUsage()
         self._held_kind: str | None = None
-        self._held: list[str] = []
+        #: streamed chunks held back until a change of kind (emptied in place by flush)
+        self.held: list[str] = []
 
     def render(self, obj: dict[str, Any]) -> list[str]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -70,15 +71,16 @@ class Renderer:
         into one line; returns the line a change of kind releases."""
         out = self.flush() if kind != self._held_kind else []
         self._held_kind = kind
-        self._held.append(chunk)
+        self.held.append(chunk)
         return out
 
     def flush(self) -> list[str]:
         """The line still held back (at the end of the trace, or before another event)."""
-        if not self._held:
+        if not self.held:
             return []
-        line = f"{self._held_kind}: {one_line(''.join(self._held))}"
-        self._held, self._held_kind = [], None
+        line = f"{self._held_kind}: {one_line(''.join(self.held))}"
+        self.held.clear()
+        self._held_kind = None
         return [line]
 
     def fact(self, key: str, value: Any) -> None:

@@ -1,5 +1,12 @@
 """One streaming pass over a raw trace: transcript, sanitized raw and sanitized transcript.
 
+The format is the one the agent declares (agent.json "trace_format"), else detected from
+the first lines (detect.py). Every line that is an event of the format is rendered,
+wherever it lies; every other non-blank line (a CLI's stack trace, installer output,
+another tool's JSON, lines a tool forged into the CLI's stdout) is kept as a `TEXT:` line
+in its place: nothing the agent said or did leaves the transcript, and no number of other
+lines turns the trace into plain text.
+
 Memory is constant in the trace's size: detection reads the first lines only, the
 parse reads one line at a time, and the transcript's header (which needs the totals)
 is written last by concatenating it with the body on disk.
@@ -17,7 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ptb_harness.core.records import json_too_deep
-from ptb_harness.traces.detect import detect, explains, explains_too_little, votes
+from ptb_harness.traces.detect import DECLARABLE, detect, explains, first_session_start, too_few_events, votes
 from ptb_harness.traces.formats import RENDERERS, Renderer
 from ptb_harness.traces.lines import Line, read_lines, strip_prefixes
 from ptb_harness.traces.redact import BlockWriter, RedactedFile, Redactor
@@ -36,6 +43,8 @@ PARALLEL_MIN = 8 * 2**20
 class TraceStats:
     format: str
     lines: int = 0
+    #: the agent declared the format (agent.json), rather than it being detected
+    declared: bool = False
     rendered_events: int = 0
     transcript_lines: int = 0
     noise_lines: int = 0
@@ -52,16 +61,27 @@ class TraceStats:
         red = sum(self.redactions.values())
         return (
             f"{self.format} trace: {self.lines} lines, {self.rendered_events} events rendered, "
-            f"{self.noise_lines} non-JSON lines and {self.foreign_json_lines} foreign JSON lines skipped"
+            f"{self.noise_lines} non-JSON lines and {self.foreign_json_lines} foreign JSON lines kept as text"
             + (f", {self.oversized_lines} oversized lines skipped" if self.oversized_lines else "")
             + f", {red} secret occurrence(s) redacted"
             + (f"; {self.note}" if self.note else "")
         )
 
 
-def _detect(path: Path) -> tuple[str, Counter, dict | None, str]:
+def _declared(path: Path, fmt: str) -> tuple[str, Counter, WholeObject | None, str]:
+    """What _detect returns, for a format the agent declares: nothing is voted."""
+    if fmt != "gemini_json":
+        return fmt, Counter(), None, ""
+    whole = _whole_object(path) if path.stat().st_size <= WHOLE_OBJECT_MAX else None
+    if whole is not None and "gemini_json" in votes(whole.obj):
+        return fmt, Counter(), whole, ""
+    return fmt, Counter(), None, "no gemini_json object found: its lines kept as text"
+
+
+def _detect(path: Path) -> tuple[str, Counter, WholeObject | None, str]:
     """(format, vote totals, the whole file as one object or None, why the vote's winner
-    was not used or ''), from the first DETECT_LINES lines."""
+    was not used or ''), from the first DETECT_LINES lines: the format of the first
+    session start, else the vote's winner unless its events are too few."""
     counts: dict[str, int] = {}
     objects = []
     text = 0
@@ -74,13 +94,16 @@ def _detect(path: Path) -> tuple[str, Counter, dict | None, str]:
             if i >= DETECT_LINES:
                 break
     fmt, tally = detect(objects)
+    started = first_session_start(objects)
+    if started is not None:  # the CLI's own first line: what lines written later say cannot change it
+        return started, tally, None, "" if started == fmt else f"{fmt} won the vote, {started} started the session"
     if fmt == "plain":
         whole = _whole_object(path) if path.stat().st_size <= WHOLE_OBJECT_MAX else None
-        if whole is not None and "gemini_json" in votes(whole):
+        if whole is not None and "gemini_json" in votes(whole.obj):
             return "gemini_json", Counter(gemini_json=1), whole, ""
         return fmt, tally, None, ""
     explained = sum(explains(fmt, obj, RENDERERS[fmt].types) for obj in objects)
-    if explains_too_little(explained, len(objects) - explained, text):
+    if too_few_events(explained, len(objects) - explained + text):
         note = (
             f"{fmt} would explain only {explained} of {len(objects) + text} lines read "
             f"({len(objects) - explained} other JSON, {text} text): kept as plain text"
@@ -89,22 +112,47 @@ def _detect(path: Path) -> tuple[str, Counter, dict | None, str]:
     return fmt, tally, None, ""
 
 
-def _whole_object(path: Path) -> dict | None:
-    """The file as one JSON object once line prefixes are stripped (pretty-printed output)."""
+@dataclass(frozen=True)
+class WholeObject:
+    """One pretty-printed JSON object in a trace, and the lines it spans (0-based)."""
+
+    obj: dict
+    first: int
+    last: int
+
+    def is_text(self, index: int, body: bytes) -> bool:
+        """Whether line index (its body after prefixes) holds something besides the object:
+        a line around it, or text before its `{` or after its `}` on its own lines."""
+        if not body.strip():
+            return False
+        if index < self.first or index > self.last:
+            return True
+        return (index == self.first and not body.lstrip().startswith(b"{")) or (
+            index == self.last and not body.rstrip().endswith(b"}")
+        )
+
+
+def _whole_object(path: Path) -> WholeObject | None:
+    """The file's first JSON object once line prefixes are stripped (pretty-printed output)."""
     with open(path, "rb") as f:
         text = b"\n".join(strip_prefixes(raw.rstrip(b"\r\n"))[1] for raw in f)
     start = text.find(b"{")
     if start < 0:
         return None
+    rest = text[start:].decode("utf-8", "replace")
     try:
-        obj, _ = json.JSONDecoder().raw_decode(text[start:].decode("utf-8", "replace"))
+        obj, end = json.JSONDecoder().raw_decode(rest)
     except (ValueError, RecursionError):
         return None
-    return obj if isinstance(obj, dict) and not json_too_deep(obj) else None
+    if not isinstance(obj, dict) or json_too_deep(obj):
+        return None
+    first = text.count(b"\n", 0, start)
+    return WholeObject(obj, first, first + rest.count("\n", 0, end))
 
 
 def _header(stats: TraceStats, renderer: Renderer | None) -> list[str]:
-    out = [f"# trace format: {stats.format} (detected from content)"]
+    how = "declared by the agent" if stats.declared else "detected from content"
+    out = [f"# trace format: {stats.format} ({how})"]
     if renderer is not None:
         for k, v in renderer.facts.items():
             out.append(f"# {k.replace('_', ' ')}: {v}")
@@ -112,8 +160,8 @@ def _header(stats: TraceStats, renderer: Renderer | None) -> list[str]:
             out.append("# events: " + ", ".join(f"{k} {n}" for k, n in renderer.events.most_common()))
         out += [f"# {line}" for line in renderer.summary()]
     out.append(
-        f"# lines: {stats.lines} read, {stats.noise_lines} non-JSON skipped, "
-        f"{stats.foreign_json_lines} foreign JSON skipped, {stats.oversized_lines} oversized skipped"
+        f"# lines: {stats.lines} read, {stats.rendered_events} events, {stats.noise_lines} non-JSON and "
+        f"{stats.foreign_json_lines} foreign JSON kept as text, {stats.oversized_lines} oversized skipped"
     )
     return out + [""]
 
@@ -126,16 +174,25 @@ def parse_trace_file(
     sanitized_parsed: Path | None = None,
     secrets: dict[str, str] | None = None,
     raw_only: bool = False,
+    declared: str | None = None,
 ) -> TraceStats:
-    """Write the transcript (and sanitized companions when their paths are given).
+    """Write the transcript (and sanitized companions when their paths are given), in
+    the format declared (one of DECLARABLE), else the one detected.
 
     Unsanitized outputs get owner-only permissions; sanitized ones are world-readable.
     Every output is written to a temp file and renamed into place.
     """
     raw, parsed = Path(raw), Path(parsed)
     redact = Redactor(secrets or {})
-    fmt, tally, whole, note = ("plain", Counter(), None, "") if raw_only else _detect(raw)
-    stats = TraceStats(format="raw" if raw_only else fmt, votes=dict(tally), note=note)
+    if raw_only:
+        fmt, tally, whole, note = "plain", Counter(), None, ""
+    elif declared is not None:
+        if declared not in DECLARABLE:
+            raise ValueError(f"trace format {declared!r} is not one of {', '.join(DECLARABLE)}")
+        fmt, tally, whole, note = _declared(raw, declared)
+    else:
+        fmt, tally, whole, note = _detect(raw)
+    stats = TraceStats(format="raw" if raw_only else fmt, declared=declared is not None, votes=dict(tally), note=note)
     tmp = {p: p.with_name(f".{p.name}.tmp") for p in (parsed, sanitized_raw, sanitized_parsed) if p is not None}
     body, body_s = parsed.with_name(f".{parsed.name}.body"), parsed.with_name(f".{parsed.name}.body_s")
     renderer = RENDERERS[fmt]() if fmt in RENDERERS else None
@@ -191,19 +248,43 @@ def _write(out: BlockWriter, texts: list[str], stamp: str = "") -> int:
     return len(texts)
 
 
+def _as_text(line: Line) -> bytes:
+    """A line that is no event of the format, as the transcript keeps it: `TEXT: ` and the
+    line as read (the harness's time prefix put before the kind, as on event lines), so a
+    line forged to look like a transcript line stays marked as text."""
+    raw, stamp = line.raw, line.stamp
+    if not stamp:
+        return b"TEXT: " + raw + b"\n"
+    end = len(stamp) + 1  # where the harness's prefix `[stamp] ` closes, when it leads the line
+    if raw[end : end + 2] == b"] " and raw[:1] == b"[" and raw[1:end] == stamp.encode():
+        return raw[: end + 1] + b" TEXT: " + raw[end + 2 :] + b"\n"
+    return b"[" + stamp.encode() + b"] TEXT: " + raw + b"\n"
+
+
+def _render_whole(
+    lines: Iterable[Line], out: BlockWriter, renderer: Renderer, whole: WholeObject, stats: TraceStats
+) -> None:
+    """One pretty-printed object rendered once, where it starts; the lines around it kept as text."""
+    stats.rendered_events = 1
+    for i, line in enumerate(lines):
+        if i == whole.first:
+            stats.transcript_lines += _write(out, renderer.render(whole.obj))
+        if whole.is_text(i, line.body):
+            stats.noise_lines += 1
+            stats.transcript_lines += 1
+            out.write(_as_text(line))
+
+
 def _render_lines(
-    src: BinaryIO, out: BlockWriter, renderer: Renderer | None, fmt: str, whole: dict | None, stats: TraceStats
+    src: BinaryIO, out: BlockWriter, renderer: Renderer | None, fmt: str, whole: WholeObject | None, stats: TraceStats
 ) -> None:
     """The transcript's body: every line of src rendered (or copied, for plain traces)."""
     counts: dict[str, int] = {}
     if renderer is None:  # plain or raw-only: the transcript is the trace itself
         for line in read_lines(src, counts, decode_json=False):
             out.write(line.raw + b"\n")
-    elif whole is not None:  # one pretty-printed object: rendered once, the lines only counted
-        stats.rendered_events = 1
-        stats.transcript_lines += _write(out, renderer.render(whole))
-        for _ in read_lines(src, counts, decode_json=False):
-            pass
+    elif whole is not None:
+        _render_whole(read_lines(src, counts), out, renderer, whole, stats)
     else:
         _render_events(read_lines(src, counts), out, renderer, fmt, stats)
     if renderer is not None:
@@ -213,17 +294,27 @@ def _render_lines(
 
 
 def _render_events(lines: Iterable[Line], out: BlockWriter, renderer: Renderer, fmt: str, stats: TraceStats) -> None:
-    """Every line that is an event of fmt rendered; noise and foreign JSON only counted."""
-    render, types = renderer.render, renderer.types
+    """Every line that is an event of fmt rendered, wherever it lies; every other
+    non-blank line (noise, foreign JSON) kept as text in its place."""
+    render, types, held = renderer.render, renderer.types, renderer.held
     noise = foreign = rendered = written = 0
     for line in lines:
         obj = line.obj
-        if obj is None:
-            noise += bool(line.body.strip())
-        elif not explains(fmt, obj, types):
-            foreign += 1
-        else:
+        if obj is not None and explains(fmt, obj, types):
             rendered += 1
             written += _write(out, render(obj), line.stamp)
+            continue
+        if obj is None:
+            if not line.body.strip():
+                continue  # a blank line says nothing
+            noise += 1
+        else:
+            foreign += 1
+        if held:  # a streamed chunk held back goes first
+            written += _write(out, renderer.flush(), line.stamp)
+        written += 1
+        out.write(_as_text(line))
+    if held:  # the last chunk held back (the loop ran: it holds one), at the last line's time
+        written += _write(out, renderer.flush(), line.stamp)
     stats.noise_lines, stats.foreign_json_lines = noise, foreign
     stats.rendered_events, stats.transcript_lines = rendered, stats.transcript_lines + written
