@@ -132,6 +132,19 @@ def run_agent_cell(
     return CellRun(workdir, cell, job_root, server, proxy, plan, res, seconds)
 
 
+def gateway_failures(workdir: Path) -> str:
+    """Every failed call in the cells' gateway request logs (status, path, error), for a
+    failing run's message: a solve the gateway failed says only how many calls failed."""
+    lines = []
+    for log in sorted(workdir.glob("results/cells/**/llm_log*.jsonl")):
+        for line in log.read_text(errors="replace").splitlines():
+            call = json.loads(line)
+            if call.get("status") != 200:
+                fields = ("time", "status", "path", "latency_ms", "error")
+                lines.append(f"{log.name}: " + " ".join(str(call.get(f)) for f in fields))
+    return "\n".join(lines)
+
+
 def files_containing(root: Path, needle: str) -> list[Path]:
     hits = []
     for path in root.rglob("*"):

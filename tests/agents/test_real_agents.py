@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 import sandbox_sweep
-from agent_env import cli_bin, files_containing, processes_under, run_agent_cell
+from agent_env import cli_bin, files_containing, gateway_failures, processes_under, run_agent_cell
 from scripted_server import Plan
 
 from ptb_harness.gateway.config import GatewayConfig
@@ -221,7 +221,7 @@ def run(tmp_path, case: AgentCase, steps, hours=0.01, entry=None, solve=None, ta
         runtime=runtime,
         task_files=(SWEEP,),
     )
-    assert result.snakemake.returncode == 0, result.snakemake.stderr[-3000:]
+    assert result.snakemake.returncode == 0, result.snakemake.stderr[-3000:] + gateway_failures(result.workdir)
     return result, key
 
 

@@ -304,6 +304,51 @@ def test_an_answer_the_agent_stops_reading_is_read_to_its_end_and_metered(tmp_pa
     assert summary["input_tokens"] == 100 and summary["unmetered_answers"] == 0
 
 
+def late_headers_protocol(go: threading.Event) -> types.ModuleType:
+    """A stand-in Anthropic stream whose headers come once ``go`` is set."""
+
+    def respond(_request, _plan):
+        go.wait(60)
+        usage_events = [
+            sse("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 100}}}),
+            sse("message_delta", {"type": "message_delta", "usage": {"output_tokens": 7}}),
+            sse("message_stop", {"type": "message_stop"}),
+        ]
+        return Response(200, dict(SSE_HEADERS), iter(usage_events))
+
+    mod = types.ModuleType("late_headers")
+    mod.matches = lambda method, path: path == "/v1/messages"  # type: ignore[attr-defined]
+    mod.respond = respond  # type: ignore[attr-defined]
+    return mod
+
+
+def test_an_agent_gone_before_the_answer_is_no_provider_failure(tmp_path):
+    """The agent closes its connection before the provider's headers (Codex closes a stream
+    once it has what it needs): writing the answer toward it fails, which is the agent's
+    doing: the call keeps the provider's status and is metered in full, and the session's
+    provider-failure streak stays 0 (it was taken for 'the provider could not be reached',
+    status 0, and three in a row failed a real Codex cell's solve)."""
+    go = threading.Event()
+    with gateway_before(tmp_path, Plan(MODEL, STEPS), "anthropic") as gw:
+        gw.server.protocols.insert(0, late_headers_protocol(go))
+        path, body, header = call("anthropic", True)
+        data = json.dumps(body).encode()
+        head = f"POST {path} HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+        head += f"{header}: {auth(header, gw.token)[header]}\r\ncontent-length: {len(data)}\r\n\r\n"
+        agent = socket.create_connection(("127.0.0.1", gw.gateway.port), timeout=30)
+        agent.sendall(head.encode() + data)
+        while not gw.server.recorded():  # the request reached the provider
+            time.sleep(0.02)
+        agent.close()  # the agent goes away before any answer
+        time.sleep(0.3)  # (had the gateway not seen it yet, its next write fails instead)
+        go.set()
+        (line,) = wait_for_log_lines(gw, 1)
+        summary = gw.gateway.stop()
+    assert (line["status"], line["error"]) == (200, "the agent closed the stream before its end")
+    assert line["usage"]["output_tokens"] == 7 and summary["input_tokens"] == 100
+    assert summary["statuses"] == {"200": 1} and summary["provider_failure_streak"] == 0
+
+
 def test_a_last_event_bigger_than_the_kept_tail_is_read_whole(tmp_path):
     """Responses' response.completed repeats the request's instructions (as big as the agent
     makes them): its usage, at its very end, is read whatever its size."""

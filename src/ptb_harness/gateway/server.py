@@ -20,7 +20,7 @@ import re
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +62,7 @@ _SAFE_PATH = re.compile(r"^(?:/(?!\.\.?(?:/|$))[A-Za-z0-9_\-.:]+)+/?$")
 #: default of 64 KiB paused the copy at every chunk: 0.65x the direct throughput).
 STREAM_BUFFER = 2**20
 BUDGET_STATUS: dict[str, int] = {"anthropic": 400, "openai_responses": 429, "openai_chat": 429, "gemini": 429}
+AGENT_CLOSED = "the agent closed the stream before its end"
 
 
 @dataclass
@@ -255,26 +256,33 @@ class Gateway:
             out.force_close()
         if request.transport is not None:  # room for a few chunks in flight to the agent
             request.transport.set_write_buffer_limits(high=STREAM_BUFFER)
-        await out.prepare(request)
+        await self._to_agent(ex, out.prepare(request))
         events = SseUsage()
         try:
             async for chunk in up.content.iter_any():
                 ex.response.add(chunk)  # type: ignore[union-attr]
                 events.add(chunk)
                 if ex.error is None:
-                    try:
-                        await out.write(chunk)
-                    except (ConnectionResetError, aiohttp.ClientConnectionResetError):
-                        # the provider bills the whole answer: it is read to its end and
-                        # metered (else closing early would be a call without a cost)
-                        ex.error = "the agent closed the stream before its end"
+                    await self._to_agent(ex, out.write(chunk))
             if ex.error is None:
-                await out.write_eof()
+                await self._to_agent(ex, out.write_eof())
             return out
         finally:  # what the stream stated, however it ended
             if reader is not None:
                 for event in events.events():
                     reader.feed(event)
+
+    @staticmethod
+    async def _to_agent(ex: Exchange, write: Awaitable[Any]) -> None:
+        """A write toward the agent. The agent may close its end at any time (Codex closes a
+        stream once it has read the last event): that is no provider failure (a
+        ClientConnectionResetError is a ClientError too, which _forward would take for
+        one), and the provider bills the whole answer, so it is still read to its end and
+        metered (else closing early would be a call without a cost)."""
+        try:
+            await write
+        except ConnectionResetError:  # aiohttp's ClientConnectionResetError included
+            ex.error = AGENT_CLOSED
 
     def _meter(self, ex: Exchange, reader: UsageReader) -> None:
         ex.usage = reader.usage()
