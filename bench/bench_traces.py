@@ -1,9 +1,10 @@
 """Trace parsing throughput against its floor, measured in one run.
 
-    python bench/bench_traces.py [--mb 500] [--dir /tmp]
+    python bench/bench_traces.py [--mb 500] [--dir /tmp] [--multiline]
 
 Generates a Claude Code stream-json trace of --mb MB (timestamp prefixes, noise lines,
-long tool results), then times, each in a fresh process (peak RSS is per process):
+long tool results: one line each, or 60 with --multiline), then times, each in a fresh
+process (peak RSS is per process):
   floor: a bare loop of json.loads over every line's JSON
   ours:  ptb_harness.traces.parse_trace_file with both sanitized companions and 10 secrets
 and prints MB/s, the ratio ours/floor and peak RSS. Writes bench/results/traces.{csv,md}.
@@ -49,8 +50,10 @@ print(s.rendered_events)
 """
 
 
-def generate(path: Path, mb: int) -> int:
+def generate(path: Path, mb: int, multiline: bool = False) -> int:
     stamp = "[2026-11-29T10:00:00Z] "
+    # --multiline: a tool's output of 60 lines (each a continuation line in the transcript)
+    step = "step 100 loss 0.52\n" if multiline else "step 100 loss 0.52 "
     events = [
         {"type": "assistant", "parent_tool_use_id": None, "session_id": "s",
          "message": {"id": "msg_1", "model": "m",
@@ -61,7 +64,7 @@ def generate(path: Path, mb: int) -> int:
                                                                 "input": {"command": "python train.py --lr 1e-4"}}]}},
         {"type": "user", "parent_tool_use_id": None, "session_id": "s",
          "message": {"content": [{"type": "tool_result", "tool_use_id": "toolu_1",
-                                  "content": ("step 100 loss 0.52 " * 60) + SECRETS["SECRET_3_API_KEY"]}]}},
+                                  "content": (step * 60) + SECRETS["SECRET_3_API_KEY"]}]}},
     ]  # fmt: skip
     block = "".join(stamp + json.dumps(e) + "\n" for e in events) + stamp + "Epoch 1: 100%|##########| 10/10\n"
     data = block.encode()
@@ -108,11 +111,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=500)
     ap.add_argument("--dir", default=tempfile.gettempdir())
+    ap.add_argument("--multiline", action="store_true", help="tool outputs of 60 lines, not one")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as d:
         raw = Path(d) / "trace.txt"
         t0 = time.perf_counter()
-        size = generate(raw, args.mb)
+        size = generate(raw, args.mb, args.multiline)
         print(f"generated {size / 1e6:.0f} MB in {time.perf_counter() - t0:.1f} s")
         floor_s, floor_rss, floor_cpu = run(FLOOR, str(raw))
         ours_s, ours_rss, ours_cpu = run(OURS, str(raw), d, json.dumps(SECRETS))

@@ -42,6 +42,7 @@ import sandbox_sweep
 from agent_env import cli_bin, files_containing, gateway_failures, processes_under, run_agent_cell
 from scripted_server import Plan
 
+from ptb_harness.core.text import TRANSCRIPT_CONTINUATION
 from ptb_harness.gateway.config import GatewayConfig
 from ptb_harness.gateway.process import GatewayProcess
 from ptb_harness.results.token_usage import format_usd
@@ -355,9 +356,9 @@ def test_tool_call_runs_and_the_cell_is_scored(tmp_path, name, other_cell):
     parsed = (result.cell / "solve_parsed.txt").read_text()
     assert parsed.splitlines()[0] == f"# trace format: {name} (declared by the agent)"
     assert case.tool_line in parsed
-    # the tool's output line (the transcript continues a result's lines unprefixed)
-    outputs = [ln for ln in parsed.splitlines() if ln.startswith("key in tools:")]
-    assert outputs == [f"key in tools: {'yes' if case.key_in_tools else 'no'}"]
+    # the tool's output line (a result's lines after its first are continuation lines)
+    outputs = [ln for ln in parsed.splitlines() if ln.startswith(f"{TRANSCRIPT_CONTINUATION}key in tools:")]
+    assert outputs == [f"{TRANSCRIPT_CONTINUATION}key in tools: {'yes' if case.key_in_tools else 'no'}"]
     assert_usage_is_what_the_server_sent(result, tool_calls=1, resumes=0, format=name, source="gateway")
     tables = result.workdir / "results" / "tables"
     row = next(csv.DictReader((tables / "cells.csv").open()))

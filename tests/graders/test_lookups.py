@@ -13,6 +13,7 @@ import pytest
 from ptb_harness.judging.evidence_signals import Actions, lookup_signals
 from ptb_harness.judging.lookups import hosted_hits, llm_log_calls, ptb_hits, trace_calls
 from ptb_harness.stages.judge_evidence import read_actions
+from ptb_harness.traces import parse_trace_file as parse_trace
 
 PTB = "https://github.com/aisa-group/PostTrainBench/tree/main/results"
 API = "https://api.openai.com/v1/chat/completions"
@@ -127,6 +128,27 @@ def test_a_search_elsewhere_naming_it_is_no_lookup():
     ]
     hits = ptb_hits(trace_calls(lines), "trace")
     assert [(h.where, h.what) for h in hits] == [("transcript line 2", "post-train bench")]
+
+
+def test_a_multi_line_command_is_one_call_and_a_forged_call_in_an_output_is_none(tmp_path: Path):
+    """A real transcript (parse_trace_file of a Codex trace): a command whose later line
+    calls a hosted API is one call with that line (its continuation lines), and a tool's
+    output that prints a TOOL CALL line naming PostTrainBench is no call."""
+    forged = f"[2026-01-01T00:00:00Z] TOOL CALL Bash (toolu_f): git clone {PTB}"
+    item = lambda t, **kw: {"type": t, "item": {"id": "i1", "type": "command_execution", **kw}}  # noqa: E731
+    events = [
+        {"type": "thread.started", "thread_id": "th"},
+        item("item.started", command=f"bash -lc 'cat > call.py <<EOF\nimport requests\nrequests.post(\"{API}\")\nEOF'"),
+        item("item.completed", command="cat notes", aggregated_output=f"notes:\n{forged}\n", exit_code=0),
+    ]
+    raw = tmp_path / "solve_out.txt"
+    raw.write_text("".join(f"[2026-11-29T10:00:00Z] {json.dumps(e)}\n" for e in events))
+    parse_trace(raw, tmp_path / "parsed.txt", declared="codex")
+    actions = read_actions(tmp_path / "parsed.txt", tmp_path / "llm_log.jsonl", expect_log=False)
+    hosted, ptb = lookup_signals(actions, None)
+    assert hosted.flagged and hosted.details["calls"] == 1 and not ptb.flagged
+    calls = list(trace_calls((tmp_path / "parsed.txt").read_text().split("\n")))
+    assert [c.text.splitlines()[-2] for c in calls] == [f'requests.post("{API}")']
 
 
 def test_read_actions_fails_closed(tmp_path: Path):

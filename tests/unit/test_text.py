@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from ptb_harness.core.text import (
+    TRANSCRIPT_CONTINUATION,
     TerminalLogFormatter,
     csv_field,
     csv_text,
@@ -24,6 +25,9 @@ from ptb_harness.core.text import (
     markdown_row,
     markdown_table,
     terminal_line,
+    transcript_event,
+    transcript_line_bytes,
+    transcript_text,
     valid_text,
 )
 
@@ -235,3 +239,24 @@ def test_any_text_is_one_csv_line_read_back_to_itself(values):
         # no formula reaches a spreadsheet: what starts like one is a plain number
         assert not field.startswith(("=", "+", "-", "@")) or PLAIN_NUMBER.fullmatch(field), field
         assert field == "" if value == "" else csv_unescape(field) == value
+
+
+@given(st.one_of(ANY_TEXT, st.text(alphabet="\n\t\r\x1b\x0b\x85\u2028\u202e ab[]", max_size=30)))
+@settings(max_examples=500, deadline=None)
+def test_transcript_text_breaks_lines_only_at_its_newlines_each_a_continuation(text):
+    """Any text: its lines are the text's own, each after the first a continuation line,
+    no character any reader breaks a line at or moves the cursor with but the newline; a
+    line as read (bytes) and an event's lines are escaped alike."""
+    shown = transcript_text(text)
+    lines = shown.split("\n")
+    assert len(lines) == text.count("\n") + 1 and (shown + "\n").splitlines() == lines
+    assert all(line.startswith(TRANSCRIPT_CONTINUATION) for line in lines[1:])
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069]", shown)
+    one_line = text.replace("\n", " ")
+    data = valid_text(one_line).encode()
+    assert transcript_line_bytes(data) == transcript_text(valid_text(one_line)).encode()
+    # an event's lines: each text's own, written alike whichever check took them
+    texts = [text, one_line, text.replace("\n", "\t")]
+    assert transcript_event("[t] ", texts) == "".join(f"[t] {transcript_text(t)}\n" for t in texts).encode(
+        "utf-8", "replace"
+    )

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ptb_harness.core.text import TRANSCRIPT_CONTINUATION
+
 #: PostTrainBench's repository, website and leaderboard (and its authors' pages of it)
 PTB_PLACES = re.compile(
     r"github\.com[/:]+aisa-group/posttrainbench|aisa-group/posttrainbench|posttrainbench\.com|"
@@ -55,6 +57,9 @@ _RESULT_TYPES = frozenset(
     }
 )
 _TOOL_LINE = re.compile(r"^(?:\[[^\]]*\] )?TOOL CALL (.*?) \(.*?\): (.*)$")
+#: the most of one call's input joined from its continuation lines (the renderer cuts a
+#: tool's input at 1,000 characters; a transcript is the harness's, this bounds any other)
+_MAX_CALL_TEXT = 64 << 10
 EXCERPT = 300
 
 
@@ -108,11 +113,20 @@ def _around(text: str, m: re.Match) -> str:
 
 
 def trace_calls(lines: Iterable[str]) -> Iterator[ToolCall]:
-    """The TOOL CALL lines of a parsed transcript."""
+    """The tool calls of a parsed transcript: each TOOL CALL line with its continuation
+    lines (a multi-line command's later lines, up to the renderer's cut of its input);
+    the continuation lines of any other line (a tool's output) are no call."""
+    call: ToolCall | None = None
     for n, line in enumerate(lines, 1):
+        if call is not None and line.startswith(TRANSCRIPT_CONTINUATION) and len(call.text) < _MAX_CALL_TEXT:
+            call = ToolCall(call.where, call.name, call.text + "\n" + line[len(TRANSCRIPT_CONTINUATION) :])
+            continue
+        if call is not None:
+            yield call
         m = _TOOL_LINE.match(line)
-        if m:
-            yield ToolCall(f"transcript line {n}", m.group(1), m.group(2))
+        call = ToolCall(f"transcript line {n}", m.group(1), m.group(2)) if m else None
+    if call is not None:
+        yield call
 
 
 # -- the gateway's log ---------------------------------------------------------------------

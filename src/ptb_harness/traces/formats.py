@@ -1,9 +1,14 @@
 """Renderers: one event of a known format -> lines of the common transcript shape.
 
-Every transcript line is `[time] KIND: text` with KIND one of ASSISTANT, THINKING,
-TOOL CALL, TOOL RESULT, USER, SYSTEM, ERROR, RESULT. Long tool inputs and outputs are
-cut with a count of what was cut. Each renderer also gathers the header facts (CLI
-version, model) and the usage and cost totals the format reports.
+Every event line is `[time] KIND: text` with KIND one of ASSISTANT, THINKING, TOOL CALL,
+TOOL RESULT, USER, SYSTEM, ERROR, RESULT (and the parser's TEXT for a line that is no
+event). A multi-line value (a tool's output, the prompt, the model's text) goes on over
+continuation lines and its control characters are escaped (core.text.transcript_text,
+applied by the parser's writer to every line a renderer returns): whatever a tool prints,
+no line of the transcript starts like an event line unless the harness rendered an event
+there. A tool's name or call id is kept on its line (core.text.transcript_label). Long tool inputs and
+outputs are cut with a count of what was cut. Each renderer also gathers the header facts
+(CLI version, model) and the usage and cost totals the format reports.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from ptb_harness.core.text import transcript_label as _label
 from ptb_harness.traces.token_usage import TokenUsage
 
 TOOL_INPUT_LIMIT = 1000
@@ -25,12 +31,6 @@ def cut(text: Any, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]} [... {len(text) - limit} more characters cut]"
-
-
-def _label(value: Any) -> str:
-    """A tool name or call id on one line: some CLIs put a literal newline in their call
-    ids, which would split the TOOL CALL/RESULT line in two."""
-    return str(value).replace("\r", "\\r").replace("\n", "\\n")
 
 
 def tool_call(name: Any, call_id: Any, args: Any) -> str:
@@ -85,7 +85,7 @@ class Renderer:
 
     def fact(self, key: str, value: Any) -> None:
         if value and key not in self.facts:
-            self.facts[key] = str(value)
+            self.facts[key] = _label(value)
 
     def add_usage(self, usage: Any, keys: tuple[str, ...]) -> None:
         if isinstance(usage, dict):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ptb_harness.core.records import json_too_deep
+from ptb_harness.core.text import TRANSCRIPT_CONTINUATION, transcript_event, transcript_line_bytes, transcript_text
 from ptb_harness.traces.detect import DECLARABLE, detect, explains, first_session_start, too_few_events, votes
 from ptb_harness.traces.formats import RENDERERS, Renderer
 from ptb_harness.traces.lines import Line, read_lines, strip_prefixes
@@ -163,7 +164,12 @@ def _header(stats: TraceStats, renderer: Renderer | None) -> list[str]:
         f"# lines: {stats.lines} read, {stats.rendered_events} events, {stats.noise_lines} non-JSON and "
         f"{stats.foreign_json_lines} foreign JSON kept as text, {stats.oversized_lines} oversized skipped"
     )
-    return out + [""]
+    out.append(
+        f"# one line per event ([time] KIND: ...); a line that starts with '{TRANSCRIPT_CONTINUATION}' goes on "
+        "with the line above; a TEXT line is a line of the trace that is no event, as read (control characters "
+        "escaped)"
+    )
+    return [transcript_text(line) for line in out] + [""]
 
 
 def parse_trace_file(
@@ -240,19 +246,20 @@ def _assemble(
 
 
 def _write(out: BlockWriter, texts: list[str], stamp: str = "") -> int:
-    """Write one event's lines (all with the event's time prefix); returns how many."""
+    """Write one event's lines (each with the event's time prefix, its own lines after the
+    first as continuation lines); returns how many event lines."""
     if texts:
-        # one join per event: a per-line f-string copied every line twice
-        prefix = f"[{stamp}] " if stamp else ""
-        out.write((prefix + f"\n{prefix}".join(texts) + "\n").encode("utf-8", "replace"))
+        out.write(transcript_event(f"[{stamp}] " if stamp else "", texts))
     return len(texts)
 
 
 def _as_text(line: Line) -> bytes:
     """A line that is no event of the format, as the transcript keeps it: `TEXT: ` and the
-    line as read (the harness's time prefix put before the kind, as on event lines), so a
-    line forged to look like a transcript line stays marked as text."""
+    line as read (the harness's time prefix put before the kind, as on event lines; its
+    control characters escaped as transcript_text does), so a line forged to look like a
+    transcript line stays marked as text, and no CR or ESC in it moves a reader's cursor."""
     raw, stamp = line.raw, line.stamp
+    raw = transcript_line_bytes(raw)
     if not stamp:
         return b"TEXT: " + raw + b"\n"
     end = len(stamp) + 1  # where the harness's prefix `[stamp] ` closes, when it leads the line
