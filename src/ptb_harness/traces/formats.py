@@ -63,7 +63,14 @@ class Renderer:
         #: streamed chunks held back until a change of kind (emptied in place by flush)
         self.held: list[str] = []
 
-    def render(self, obj: dict[str, Any]) -> list[str]:  # pragma: no cover - abstract
+    def render(self, obj: dict[str, Any]) -> list[str]:
+        """One event's lines, the event counted by its type (the header's events line)."""
+        t = obj.get("type")
+        self.events[t] += 1
+        return self.render_event(obj, t)
+
+    def render_event(self, obj: dict[str, Any], t: Any) -> list[str]:  # pragma: no cover - abstract
+        """One event's lines, in the format's own way (t: its type)."""
         raise NotImplementedError
 
     def hold(self, kind: str, chunk: str) -> list[str]:
@@ -112,9 +119,7 @@ class Claude(Renderer):
     name = "claude"
     types = frozenset({"system", "assistant", "user", "result", "stream_event", "rate_limit_event"})
 
-    def render(self, obj: dict[str, Any]) -> list[str]:
-        t = obj.get("type")
-        self.events[t] += 1
+    def render_event(self, obj: dict[str, Any], t: Any) -> list[str]:
         if t == "system":
             self.fact("cli_version", obj.get("claude_code_version"))
             self.fact("model", obj.get("model"))
@@ -218,9 +223,7 @@ class Codex(Renderer):
         self._thread = ""
         self._thread_usage: dict[str, dict[str, Any]] = {}
 
-    def render(self, obj: dict[str, Any]) -> list[str]:
-        t = obj.get("type", "")
-        self.events[t] += 1
+    def render_event(self, obj: dict[str, Any], t: Any) -> list[str]:
         if t == "thread.started":
             self.tally.add("sessions", 1)
             self._thread = str(obj.get("thread_id", ""))
@@ -331,9 +334,7 @@ class Gemini(Renderer):
         #: the last event was the model's (text or a tool call): a new turn starts otherwise
         self._in_model_turn = False
 
-    def render(self, obj: dict[str, Any]) -> list[str]:
-        t = obj.get("type")
-        self.events[t] += 1
+    def render_event(self, obj: dict[str, Any], t: Any) -> list[str]:
         self._count_turn(t, obj)
         if t == "message" and obj.get("delta"):
             return self.hold("ASSISTANT" if obj.get("role") == "assistant" else "USER", str(obj.get("content", "")))
@@ -402,9 +403,7 @@ class OpenCode(Renderer):
         super().__init__()
         self._run_ended = True
 
-    def render(self, obj: dict[str, Any]) -> list[str]:
-        t = obj.get("type")
-        self.events[t] += 1
+    def render_event(self, obj: dict[str, Any], t: Any) -> list[str]:
         part = obj.get("part") or {}
         if t == "step_start":
             self.tally.add("turns", 1)
@@ -452,9 +451,7 @@ class Cursor(Renderer):
     name = "cursor"
     types = frozenset({"system", "user", "assistant", "thinking", "tool_call", "result"})
 
-    def render(self, obj: dict[str, Any]) -> list[str]:
-        t = obj.get("type")
-        self.events[t] += 1
+    def render_event(self, obj: dict[str, Any], t: Any) -> list[str]:
         if t == "thinking":  # streamed token by token: one line per thought
             return self.hold("THINKING", str(obj["text"])) if obj.get("text") else self.flush()
         return self.flush() + self._event(obj, t)
