@@ -4,11 +4,14 @@ traces in their shapes. The real traces are in tests/agents/fixtures."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
+from ptb_harness.core.cell_files import USAGE_QUANTITIES, UsageRecord
+from ptb_harness.results.token_usage import TOKEN_USAGE_COLUMNS
 from ptb_harness.traces import parse_trace_file
 from ptb_harness.traces.token_usage import TokenUsage
 
@@ -148,4 +151,14 @@ def test_trace_usage_refuses_negative_and_absurd_numbers(field, value, counted):
     a number from 0 to 10**10 tokens, or to $10,000; anything else adds nothing."""
     usage = TokenUsage()
     usage.add(field, value)
-    assert getattr(usage, field) == counted
+    assert usage.record("claude")[field] == counted
+
+
+def test_usage_json_s_quantities_are_listed_once():
+    """USAGE_QUANTITIES opens UsageRecord's fields (usage.json), is cells.csv's usage
+    columns and the keys of what a trace's tally records (with the format after them)."""
+    fields = [f.name for f in dataclasses.fields(UsageRecord) if f.name != "extra"]  # Record's own
+    assert fields[: len(USAGE_QUANTITIES)] == list(USAGE_QUANTITIES)
+    assert TOKEN_USAGE_COLUMNS == USAGE_QUANTITIES
+    assert list(TokenUsage().record("claude")) == [*USAGE_QUANTITIES, "format"]
+    assert UsageRecord.from_dict(TokenUsage().record("claude")).format == "claude"

@@ -377,12 +377,19 @@ class EvaluateRecord(Record):
     seeds: Mapping[str, Any] | None = optional()
 
 
+#: usage.json's quantities, in order: UsageRecord's first fields, cells.csv's usage columns
+#: (results.token_usage) and, but resumes (counted as sessions), what a trace's events add
+#: up to (traces.token_usage)
+USAGE_QUANTITIES = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls", "resumes")
+
+
 @dataclass(frozen=True, kw_only=True)
 class UsageRecord(Record):
     """usage.json: what the agent's session used. ``source`` ``gateway``: the tokens, cost
     and requests are the LLM gateway's meter (the provider's own answers), the trace's own
     figures are in ``agent_reported`` and a large difference in ``disagreement``;
-    ``source`` ``trace`` (agents without a gateway): all from the trace (None: it does not say)."""
+    ``source`` ``trace`` (agents without a gateway): all from the trace (None: it does not say).
+    Its first fields are USAGE_QUANTITIES (tests/unit/test_trace_usage.py checks)."""
 
     FILE = USAGE
 

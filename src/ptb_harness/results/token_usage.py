@@ -11,12 +11,12 @@ from typing import Any
 
 import pandas as pd
 
-from ptb_harness.core.cell_files import USAGE, UsageRecord
+from ptb_harness.core.cell_files import USAGE, USAGE_QUANTITIES, UsageRecord
 from ptb_harness.core.text import markdown_table
 from ptb_harness.results.llm_spend import usd_text
 
 #: usage.json's quantities, as cells.csv columns
-TOKEN_USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls", "resumes")
+TOKEN_USAGE_COLUMNS = USAGE_QUANTITIES
 #: where usage.json's tokens and cost come from (a cells.csv column): ``gateway`` (the cell's
 #: LLM gateway metered the provider's answers) or ``trace`` (the agent's own figures)
 USAGE_SOURCE = "usage_source"

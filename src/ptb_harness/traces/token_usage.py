@@ -7,10 +7,13 @@ states stays None (unknown), never 0. ``input_tokens`` includes the cached ones
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cost_usd", "turns", "tool_calls")
+from ptb_harness.core.cell_files import USAGE_QUANTITIES
+
+#: what a trace's events add up to: usage.json's quantities but resumes (the sessions
+#: started are counted instead: resumes = sessions - 1)
+TOKEN_FIELDS = tuple(q for q in USAGE_QUANTITIES if q != "resumes")
 #: The most one event may add to a field: a larger (or negative, or not finite) number in
 #: a trace is no usage (a tool writing into the CLI's stdout can forge events).
 MAX_PER_EVENT = {"cost_usd": 10_000.0}
@@ -25,27 +28,24 @@ def _number(value: Any, field: str = "") -> float | None:
     return value
 
 
-@dataclass
 class TokenUsage:
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cached_tokens: int | None = None
-    cost_usd: float | None = None
-    turns: int | None = None
-    tool_calls: int | None = None
-    #: sessions started in the trace (a resumed session starts again): resumes = sessions - 1
-    sessions: int | None = None
+    """A trace's totals so far: each of TOKEN_FIELDS and ``sessions`` (sessions started in
+    the trace: a resumed session starts again), None until an event states it."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float | None] = dict.fromkeys((*TOKEN_FIELDS, "sessions"))
 
     def add(self, field: str, *values: Any) -> None:
         """Add the numbers given (ignoring anything that is not one, negative or absurd) to a field."""
         numbers = [v for v in (_number(x, field) for x in values) if v is not None]
         if numbers:
-            setattr(self, field, (getattr(self, field) or 0) + sum(numbers))
+            self.totals[field] = (self.totals[field] or 0) + sum(numbers)
 
     def record(self, trace_format: str) -> dict[str, Any]:
-        out: dict[str, Any] = {f: getattr(self, f) for f in TOKEN_FIELDS}
+        out: dict[str, Any] = {f: self.totals[f] for f in TOKEN_FIELDS}
         if out["cost_usd"] is not None:
             out["cost_usd"] = round(float(out["cost_usd"]), 6)
-        out["resumes"] = self.sessions - 1 if self.sessions else None
+        sessions = self.totals["sessions"]
+        out["resumes"] = sessions - 1 if sessions else None
         out["format"] = trace_format
         return out
