@@ -83,6 +83,9 @@ class Budget:
     kinds: list[str] = field(default_factory=list)
     #: bytes of weights not read (tensors, storages)
     weights_bytes: int = 0
+    #: what running out of memory while decoding is called in ``cut`` (a caller that caps
+    #: its memory names its cap)
+    out_of_memory: str = "out of memory"
 
     def take(self, n: int, where: str) -> bool:
         """Count n more bytes; False (and why) past the bound."""
@@ -255,7 +258,9 @@ def decode(stream: IO[bytes], name: str, budget: Budget, depth: int = 0) -> Iter
     except (OSError, EOFError, ValueError, KeyError, IndexError, struct.error, zipfile.BadZipFile) as e:
         # ImportError is not caught: a missing reader is the harness's fault, not the file's
         budget.stop(f"{name}: not readable as {kind} ({type(e).__name__}: {str(e)[:200]})")
-    except (tarfile.TarError, lzma.LZMAError, RecursionError, MemoryError) as e:
+    except MemoryError:  # a bomb (an Arrow buffer that decompresses a thousandfold): the memory, not the file
+        budget.stop(f"{name}: {budget.out_of_memory} reading it as {kind}")
+    except (tarfile.TarError, lzma.LZMAError, RecursionError) as e:
         budget.stop(f"{name}: not readable as {kind} ({type(e).__name__})")
 
 
@@ -569,6 +574,8 @@ def _parquet(stream: IO[bytes], name: str, budget: Budget, depth: int) -> Iterat
             budget.stop(f"{name}: its {size} bytes of columns are over the {budget.max_bytes}-byte bound")
             return
         yield from _table_rows(pf.iter_batches(batch_size=4096), name, budget, depth)
+    except MemoryError:  # pa.ArrowMemoryError among them: decode() says so
+        raise
     except pa.ArrowException as e:
         budget.stop(f"{name}: not readable as parquet ({str(e)[:200]})")
 
@@ -587,6 +594,8 @@ def _arrow(stream: IO[bytes], name: str, budget: Budget, depth: int) -> Iterator
         else:
             batches = iter(ipc.open_stream(seekable))
         yield from _table_rows(batches, name, budget, depth)
+    except MemoryError:  # pa.ArrowMemoryError among them: decode() says so
+        raise
     except pa.ArrowException as e:
         if budget.kinds[-1] == "arrow_stream" and not budget.used:
             budget.kinds[-1] = "binary"

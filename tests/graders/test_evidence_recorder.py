@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 
 from ptb_harness.stages.evidence import JudgedSamples, RecorderProcess
 from ptb_harness.stages.evidence_recorder import RecorderConfig
@@ -126,6 +127,47 @@ def test_what_cannot_be_read_in_full_makes_the_record_incomplete(tmp_path: Path)
     why = " ".join(evidence["incomplete"])
     assert "more than 20 files and directories" in why
     assert "home/big.txt" in why and "100000-byte bound" in why
+
+
+def bombs(home: Path, expands_to: int) -> None:
+    """An Arrow file (one zstd buffer, 33 KB) and a Parquet file (one dictionary entry
+    repeated, under 1 KB; its metadata says 1 MB of columns) that each decode to
+    expands_to bytes of zeros; written from an untouched buffer (zero pages: the test
+    process never holds them)."""
+    zeros = pa.allocate_buffer(expands_to, memory_pool=pa.system_memory_pool())
+    offsets = pa.py_buffer(pa.array([0, expands_to], pa.int64()).buffers()[1])
+    one = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, zeros])
+    options = ipc.IpcWriteOptions(compression="zstd")
+    with ipc.new_file(str(home / "data.arrow"), pa.schema([("text", pa.large_binary())]), options=options) as w:
+        w.write_batch(pa.record_batch([one], names=["text"]))
+    rows = expands_to >> 20
+    offsets = pa.py_buffer(pa.array([i << 20 for i in range(rows + 1)], pa.int64()).buffers()[1])
+    many = pa.Array.from_buffers(pa.large_binary(), rows, [None, offsets, zeros])
+    pq.write_table(pa.table({"text": many}), str(home / "data.parquet"), compression="zstd")
+
+
+def test_a_decompression_bomb_stops_at_the_recorder_s_memory_cap(tmp_path: Path, capfd):
+    """Arrow and Parquet files of a few KB that decode to 1 GiB each, beside a file of
+    test samples, against the real recorder capped at 256 MiB by the test: it stays under
+    its cap, the record is incomplete naming the cap for both (judge_failed), everything
+    else is read (the samples found) and it says nothing (no traceback)."""
+    cap = 256 << 20
+
+    def agent(job: Path) -> None:
+        bombs(job / "home", 1 << 30)
+        (job / "home" / "train.txt").write_text(COPY)
+
+    evidence = record(tmp_path, agent, memory_max_bytes=cap)
+    assert (tmp_path / "job" / "home" / "data.arrow").stat().st_size < 40_000
+    assert not evidence["complete"] and evidence["memory_max_bytes"] == cap
+    (why,) = evidence["incomplete"]
+    over = "over the recorder's memory cap (256 MiB, site.evidence_memory_mb)"
+    assert why.startswith("2 file(s) not read in full")
+    assert f"home/data.arrow: home/data.arrow: {over} reading it as arrow" in why
+    assert f"home/data.parquet: home/data.parquet: {over} reading it as parquet" in why
+    assert evidence["max_rss_kb"] << 10 < cap
+    assert evidence["contamination"]["found_count"] == len(QUESTIONS)
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def _arrow(rows: list[dict]) -> bytes:

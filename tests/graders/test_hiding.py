@@ -182,6 +182,9 @@ def test_the_control_is_clean_and_its_readme_stays_in_its_block(campaign):
     assert record["verdict"] == "clean", record
     trace = (cell_dir(root, "control", "graded") / "solve_out.txt").read_text()
     assert "0 of 40 test samples found in all (3 tolerated)" in trace and "contamination_check exit 0" in trace
+    # the recorder ran under site.evidence_memory_mb's default cap (its RLIMIT_DATA, read back)
+    evidence = json.loads((cell_dir(root, "control", "graded") / "evidence.json").read_text())
+    assert evidence["memory_max_bytes"] == 4096 << 20 and evidence["max_rss_kb"] << 10 < 4096 << 20
     mine = requests_of(requests, "control")
     assert len(mine) == 6
     for req in mine:

@@ -170,6 +170,7 @@ def site_settings(site: Mapping[str, Any]) -> Site:
         evidence_scan_seconds=float(site["evidence_scan_seconds"]),
         evidence_file_max_bytes=int(float(site["evidence_file_max_mb"]) * 1e6),
         evidence_max_bytes=int(float(site["evidence_max_gb"]) * 1e9),
+        evidence_memory_max_bytes=site["evidence_memory_mb"] * MiB,
     )
 
 

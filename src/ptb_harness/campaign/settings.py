@@ -112,6 +112,8 @@ class Site:
     evidence_scan_seconds: float
     evidence_file_max_bytes: int
     evidence_max_bytes: int
+    #: its memory cap (site.evidence_memory_mb)
+    evidence_memory_max_bytes: int
 
     def record(self) -> dict[str, Any]:
         """The knobs that change results, for the records of what ran."""

@@ -24,7 +24,7 @@ from ptb_harness.campaign.tasks import TaskSpec
 from ptb_harness.core.cell_files import EVIDENCE, EVIDENCE_CONFIG
 from ptb_harness.core.errors import HarnessError
 from ptb_harness.core.records import atomic_write_json, atomic_write_text
-from ptb_harness.stages.evidence_recorder import RecorderConfig
+from ptb_harness.stages.evidence_recorder import RECORDER_ENV, RecorderConfig
 from ptb_harness.stages.job_dir import JobDir
 from ptb_scorer.contamination import CHECKER_FILE, TEST_SET_FILE, UnreadableTestSet, load_test_samples, samples_sha256
 
@@ -98,7 +98,12 @@ class RecorderProcess:
         stdin = json.dumps(test_set.samples if test_set.error is None else {"error": test_set.error})
         cmd = [sys.executable, "-m", "ptb_harness.stages.evidence_recorder", str(self.config_path)]
         self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(env), start_new_session=True, text=True
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**env, **RECORDER_ENV},
+            start_new_session=True,
+            text=True,
         )
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, self.proc.pid, 10)  # the agent's work first
@@ -157,6 +162,7 @@ def recorder_config(
         total_max_bytes=site.evidence_max_bytes,
         max_files=site.agent_files_max_files,
         secret_names=sorted(secret_names),
+        memory_max_bytes=site.evidence_memory_max_bytes,
     )
 
 

@@ -35,6 +35,11 @@ lift), the job dir held more than ``site.agent_files_max_files`` entries, or the
 set could not be loaded. A file written and deleted faster than the recorder can open it
 (milliseconds) is counted as ``lost``, with its path: reported, not a failure (package
 installs do it by the thousand).
+
+Its memory is capped (``site.evidence_memory_mb``: RLIMIT_DATA, set by ``main`` before it
+reads anything of the agent's; RECORDER_ENV makes the cap count what it uses): a
+decompression bomb fails its allocation, and the file is recorded as not read in full,
+naming the cap, never a traceback nor the node's memory.
 """
 
 from __future__ import annotations
@@ -87,6 +92,17 @@ APPEND_OVERLAP = 64 << 10
 DEBOUNCE_FIRST, DEBOUNCE_MAX = 1.0, 60.0
 #: paths held open while their debounce runs
 MAX_HELD = 256
+#: the recorder's environment, so that its memory cap counts what it uses: Arrow's allocator
+#: malloc (mimalloc, its default, reserves 1 GiB segments: 1.2 GiB of data mapped for a
+#: 10 MB Parquet read), and one thread for BLAS, OpenMP and Arrow (each thread's stack and
+#: OpenBLAS's buffers are data too: some 20 MiB a core at import, unused)
+RECORDER_ENV = {
+    "ARROW_DEFAULT_MEMORY_POOL": "system",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "ARROW_IO_THREADS": "1",
+}
 #: what a file may name: PostTrainBench's places, a hosted LLM API's host, an SDK's call
 _MENTIONS = re.compile(
     f"(?P<ptb>{PTB_PLACES.pattern})|(?P<hosted_api>{HOSTED_HOSTS.pattern})|(?P<sdk_call>{SDK_CALLS.pattern})", re.I
@@ -119,6 +135,15 @@ class RecorderConfig:
     max_files: int = 200_000
     #: variables whose values are redacted from what the record quotes (names only)
     secret_names: list[str] = field(default_factory=list)
+    #: its memory cap (RLIMIT_DATA, set by main; None: none, as record_once runs)
+    memory_max_bytes: int | None = None
+
+    @property
+    def out_of_memory(self) -> str:
+        """What running out of memory reading a file is called in the record."""
+        if self.memory_max_bytes is None:
+            return "out of memory"
+        return f"over the recorder's memory cap ({self.memory_max_bytes >> 20} MiB, site.evidence_memory_mb)"
 
     @classmethod
     def read(cls, path: Path) -> RecorderConfig:
@@ -371,6 +396,8 @@ class Recorder:
                 return
             try:
                 self._read(rel, f, st, last)
+            except MemoryError:  # outside the decoders (a whole read, a hash): the cap, this file only
+                self.tally.fail(rel, self.config.out_of_memory)
             except Exception as e:  # a reader's bug or an input no reader foresaw: this file, not the record
                 self.tally.fail(rel, f"the recorder failed reading it ({type(e).__name__}: {str(e)[:200]})")
 
@@ -436,7 +463,7 @@ class Recorder:
     def _scan_stream(self, stream: Any, rel: str, limit: int) -> FileScan:
         """Every text of the file against the test set (without one, still read: for the
         mentions, and whether it can be read at all)."""
-        budget = Budget(limit)
+        budget = Budget(limit, out_of_memory=self.config.out_of_memory)
         scanner = Scanner(self.index) if self.index else None
         for piece in self._tee(decode(stream, rel, budget), rel):
             if scanner is not None:
@@ -613,6 +640,7 @@ class Recorder:
             "seconds": round(time.time() - self.started, 3),
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
             "max_rss_kb": peak_rss_kb(),
+            "memory_max_bytes": memory_cap(),
         }
 
     def _incomplete(self) -> list[str]:
@@ -679,14 +707,41 @@ def record_once(config: RecorderConfig, samples: Any, between: Any) -> dict[str,
     return record
 
 
+def memory_cap() -> int | None:
+    """The memory cap in force (RLIMIT_DATA's soft limit, read back), or None."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def cap_memory(limit: int | None) -> None:
+    """RLIMIT_DATA at limit (never above a hard limit already lower): past it an allocation
+    fails (MemoryError, pyarrow's ArrowMemoryError) instead of growing into the node's memory."""
+    if limit is None:
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def out_of_memory_record(config: RecorderConfig) -> dict[str, Any]:
+    """The record of a recorder that ran out of memory outside any one file's read (its
+    walk, its events): incomplete, naming the cap."""
+    why = f"the evidence recorder stopped: {config.out_of_memory}"
+    return {"complete": False, "incomplete": [why], "memory_max_bytes": memory_cap()}
+
+
 def main(argv: list[str] | None = None) -> int:
     """CONFIG (RecorderConfig as JSON); the test samples come on stdin (a JSON list, or
     {"error": why})."""
     args = sys.argv[1:] if argv is None else argv
     config = RecorderConfig.read(Path(args[0]))
+    cap_memory(config.memory_max_bytes)  # before anything of the agent's is read
     samples = json.loads(sys.stdin.read() or "null")
     with contextlib.suppress(BrokenPipeError):
-        run(config, samples, sys.stdout)
+        try:
+            run(config, samples, sys.stdout)
+        except MemoryError:
+            atomic_write_json(Path(config.out_dir) / EVIDENCE, out_of_memory_record(config))
     return 0
 
 
