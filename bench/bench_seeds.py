@@ -3,8 +3,9 @@ load) against five single-seed attempts (a process and a load each), and against
 transformers floor that loads the model once and generates the same requests the same
 way for every seed, in one run (interleaved, medians).
 
-    python bench/bench_seeds.py [--model DIR] [--hf-home DIR] [--device cpu|cuda]
-                                [--repeats 3] [--limit 2] [--max-tokens 16] [--out FILE]
+    python bench/bench_seeds.py [--model DIR | --model-size tiny|1b] [--hf-home DIR]
+                                [--device cpu|cuda] [--repeats 3] [--limit 2]
+                                [--max-tokens 16] [--out FILE]
 
 The scorer is the real gsm8k evaluate.py (transformers backend, ``--seeds``, as the
 evaluate stage calls it; its PTB_MODEL_LOADED lines counted). The floor, a fresh process:
@@ -14,7 +15,10 @@ tokens, seed torch with the request's seed (ptb_scorer.seeds.request_seed) and g
 it alone with sampling, as the scorer's transformers backend does; its answers are
 compared with the scorer's (inspect's eval logs), so both did the same work.
 
-Without --model a tiny Llama 3-shaped model is built (tests/scorer/family_models.py);
+Without --model a random Llama 3-shaped model is built (tests/scorer/family_models.py): tiny
+by default, where the fixed costs (imports, inspect's eval, process starts) dominate, or of a
+base model's size (``--model-size 1b``, on a GPU), where the load and generation cost what a
+real base model's do;
 without --hf-home the tests' fixture data is written (tests/scorer_fixtures.py).
 ``--device cpu`` hides the GPUs from both (CUDA_VISIBLE_DEVICES=""); ``cuda``: the first.
 """
@@ -123,6 +127,18 @@ def run_scorer(model: Path, env: dict, limit: int, max_tokens: int, seeds: tuple
     return {"total": total, "loads": loads, "until_loaded": marks[0], "per_seed": per_seed}
 
 
+def agreement(mine: dict[str, str], floor: dict[str, str]) -> float:
+    """The share of the answers' characters that are equal, position by position: the same
+    seeded sampling on other float sums (another thread, batch shape or kernel) flips a
+    token here and there where two were nearly tied, and keeps the rest (1.0: identical)."""
+    same = total = 0
+    for key in mine.keys() | floor.keys():
+        a, b = mine.get(key, ""), floor.get(key, "")
+        same += sum(x == y for x, y in zip(a, b, strict=False))
+        total += max(len(a), len(b))
+    return round(same / total, 4) if total else 1.0
+
+
 def scorer_answers(out: Path, seeds: tuple[int, ...], logs: Path) -> dict[str, str]:
     """The scorer's answers, from inspect's eval log of each seed."""
     answers = {}
@@ -195,6 +211,7 @@ def measure(args: argparse.Namespace, work: Path, env: dict, spec: Path) -> dict
             med(one, "total") / (med(floor, "load") + med(floor, "generate")), 2
         ),
         "same_answers_as_floor": mine == floor[0]["answers"],
+        "answer_chars_agreeing_with_floor": agreement(mine, floor[0]["answers"]),
         "device": floor[0]["device"],
         "runs": {
             "one_attempt": [{k: r[k] for k in ("total", "loads", "until_loaded", "per_seed")} for r in one],
@@ -207,6 +224,7 @@ def measure(args: argparse.Namespace, work: Path, env: dict, spec: Path) -> dict
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", type=Path)
+    ap.add_argument("--model-size", choices=("tiny", "1b"), default="tiny")
     ap.add_argument("--hf-home", type=Path)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--repeats", type=int, default=3)
@@ -215,10 +233,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ptb-bench-seeds-"))
-    if args.model is None:
+    built = args.model is None
+    if built:
         from family_models import build_family_model
 
-        args.model = build_family_model("llama3", work / "tiny")
+        args.model = build_family_model("llama3", work / args.model_size, args.model_size)
     if args.hf_home is None:
         from scorer_fixtures import write_fixture_cache
 
@@ -226,7 +245,13 @@ def main() -> None:
     env = environment(args.hf_home, work, args.device)
     spec = work / "floor.json"
     floor_spec(args.model, args.limit, args.max_tokens, FINAL_EVAL_SEEDS, spec)
-    result = {"model": str(args.model), "limit": args.limit, "max_tokens": args.max_tokens, "repeats": args.repeats}
+    result = {
+        "model": str(args.model),
+        "model_size": args.model_size if built else None,
+        "limit": args.limit,
+        "max_tokens": args.max_tokens,
+        "repeats": args.repeats,
+    }
     result.update(measure(args, work, env, spec))
     print(
         f"5 seeds in one attempt {result['one_attempt_s']} s ({result['one_attempt_loads']} load) vs 5 single-seed "
@@ -234,7 +259,8 @@ def main() -> None:
         f"{result['ratio_five_attempts_over_one']}x; per seed after the load {result['scorer_per_seed_s']} s vs "
         f"the floor's {result['floor_per_seed_s']} s ({result['ratio_per_seed']}x); the attempt vs the floor's "
         f"load + 5 seeds: {result['ratio_one_attempt_over_floor_load_and_generate']}x; "
-        f"same answers: {result['same_answers_as_floor']}"
+        f"same answers: {result['same_answers_as_floor']} "
+        f"({result['answer_chars_agreeing_with_floor']:.1%} of their characters)"
     )
     print(json.dumps(result))
     if args.out:

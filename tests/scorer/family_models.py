@@ -86,12 +86,26 @@ def _tokenizer(fm: FamilyModel):
     )  # fmt: skip
 
 
-def _config(fm: FamilyModel, vocab_size: int, tokenizer) -> object:
+#: the models' shapes: "tiny" for the tests (a forward pass costs next to nothing); "1b"
+#: Llama 3.2 1B's layers (0.97e9 parameters, with the tiny vocabulary) for benchmarks on a
+#: GPU, where generation and the load should cost what a real base model's do
+SIZES = {
+    "tiny": dict(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=16,
+    ),
+    "1b": dict(
+        hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+        num_key_value_heads=8, head_dim=64,
+    ),
+}  # fmt: skip
+
+
+def _config(fm: FamilyModel, vocab_size: int, tokenizer, size: str = "tiny") -> object:
     import transformers
 
     common = dict(
-        vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, max_position_embeddings=4096, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=vocab_size, **SIZES[size], max_position_embeddings=4096, pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id, tie_word_embeddings=True,
     )  # fmt: skip
     cls = {
@@ -104,16 +118,21 @@ def _config(fm: FamilyModel, vocab_size: int, tokenizer) -> object:
     return cls(**common, **extra)
 
 
-def build_family_model(family: str, out_dir: Path) -> Path:
-    """A tiny random model of ``family`` with its template, saved as a base model dir."""
+def build_family_model(family: str, out_dir: Path, size: str = "tiny") -> Path:
+    """A random model of ``family`` and ``size`` (SIZES) with its template, saved as a base
+    model dir; other sizes than tiny are saved in bfloat16, as base models ship."""
     import torch
     import transformers
 
     fm = FAMILIES[family]
     torch.manual_seed(0)
     tokenizer = _tokenizer(fm)
-    config = _config(fm, len(tokenizer), tokenizer)
-    model = getattr(transformers, fm.architecture)(config)
+    config = _config(fm, len(tokenizer), tokenizer, size)
+    if size == "tiny":
+        model = getattr(transformers, fm.architecture)(config)
+    else:  # a billion random numbers are drawn in seconds on a GPU, a minute on a CPU
+        with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+            model = getattr(transformers, fm.architecture)(config).to(torch.bfloat16)
     out_dir = Path(out_dir)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
