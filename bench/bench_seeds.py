@@ -128,9 +128,10 @@ def run_scorer(model: Path, env: dict, limit: int, max_tokens: int, seeds: tuple
 
 
 def agreement(mine: dict[str, str], floor: dict[str, str]) -> float:
-    """The share of the answers' characters that are equal, position by position: the same
-    seeded sampling on other float sums (another thread, batch shape or kernel) flips a
-    token here and there where two were nearly tied, and keeps the rest (1.0: identical)."""
+    """The share of the answers' characters that are equal, position by position (1.0:
+    identical): with a model bigger than the tiny one, later seeds' answers differ from the
+    floor's in a few characters, most likely the same seeded sampling flipping near-ties on
+    float sums that differ between the two processes."""
     same = total = 0
     for key in mine.keys() | floor.keys():
         a, b = mine.get(key, ""), floor.get(key, "")
