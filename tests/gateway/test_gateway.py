@@ -279,6 +279,18 @@ def wait_for_log_lines(gw, n: int) -> list[dict]:
     raise AssertionError(f"fewer than {n} lines in llm_log.jsonl after 60 s")
 
 
+def raw_stream_request(gw) -> socket.socket:
+    """An agent's streamed Anthropic request sent on a bare socket (which the test can close
+    at the moment it chooses), the connection left open."""
+    path, body, header = call("anthropic", True)
+    data = json.dumps(body).encode()
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+    head += f"{header}: {auth(header, gw.token)[header]}\r\ncontent-length: {len(data)}\r\n\r\n"
+    agent = socket.create_connection(("127.0.0.1", gw.gateway.port), timeout=30)
+    agent.sendall(head.encode() + data)
+    return agent
+
+
 def test_an_answer_the_agent_stops_reading_is_read_to_its_end_and_metered(tmp_path):
     """Closing the stream early is no way to a call without a cost: the provider bills the
     whole answer, so the gateway reads it to its end (else: 100 tokens, the start's)."""
@@ -286,12 +298,7 @@ def test_an_answer_the_agent_stops_reading_is_read_to_its_end_and_metered(tmp_pa
     final = sse("message_delta", {"type": "message_delta", "usage": {"output_tokens": 777}})
     with gateway_before(tmp_path, Plan(MODEL, STEPS), "anthropic") as gw:
         gw.server.protocols.insert(0, slow_stream_protocol(go, final))
-        path, body, header = call("anthropic", True)
-        data = json.dumps(body).encode()
-        head = f"POST {path} HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
-        head += f"{header}: {auth(header, gw.token)[header]}\r\ncontent-length: {len(data)}\r\n\r\n"
-        agent = socket.create_connection(("127.0.0.1", gw.gateway.port), timeout=30)
-        agent.sendall(head.encode() + data)
+        agent = raw_stream_request(gw)
         got = b""
         while b"message_start" not in got:
             got += agent.recv(4096)
@@ -331,12 +338,7 @@ def test_an_agent_gone_before_the_answer_is_no_provider_failure(tmp_path):
     go = threading.Event()
     with gateway_before(tmp_path, Plan(MODEL, STEPS), "anthropic") as gw:
         gw.server.protocols.insert(0, late_headers_protocol(go))
-        path, body, header = call("anthropic", True)
-        data = json.dumps(body).encode()
-        head = f"POST {path} HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
-        head += f"{header}: {auth(header, gw.token)[header]}\r\ncontent-length: {len(data)}\r\n\r\n"
-        agent = socket.create_connection(("127.0.0.1", gw.gateway.port), timeout=30)
-        agent.sendall(head.encode() + data)
+        agent = raw_stream_request(gw)
         while not gw.server.recorded():  # the request reached the provider
             time.sleep(0.02)
         agent.close()  # the agent goes away before any answer
