@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from ptb_harness.runtime.procs import read_proc_stat
 from ptb_harness.stages.evidence import JudgedSamples, RecorderProcess
-from ptb_harness.stages.evidence_recorder import RecorderConfig
+from ptb_harness.stages.evidence_recorder import WAIT_MAX_S, RecorderConfig, next_wait
 
 QUESTIONS = [
     f"In week {i} a baker made {17 * i + 5} loaves of rye bread and sold {3 * i + 2} of them each morning "
@@ -59,6 +60,39 @@ def index_lines(tmp_path: Path) -> list[dict]:
 
 def findings(evidence: dict) -> dict[str, dict]:
     return {f["path"]: f for f in evidence["findings"]}
+
+
+def test_the_loop_blocks_until_its_next_deadline_and_never_spins():
+    """The loop's wait, on one clock: with nothing held it blocks until the next scan (at
+    most WAIT_MAX_S at once); a held path's window that ends sooner shortens it; a deadline
+    past is a wait of 0, never negative."""
+    now = 5_000.0  # a monotonic reading: seconds since boot, nowhere near the epoch
+    assert next_wait(now, now + 30, []) == WAIT_MAX_S
+    assert next_wait(now, now + 0.5, []) == 0.5
+    assert next_wait(now, now + 30, [now + 0.25, now + 0.75]) == 0.25
+    assert next_wait(now, now - 1, []) == 0.0
+    assert next_wait(now, now + 30, [now - 3]) == 0.0
+    assert 0 < next_wait(time.monotonic(), time.monotonic() + 1, []) <= 1
+
+
+def test_an_idle_recorder_sleeps(tmp_path: Path):
+    """The real recorder process on a job dir where nothing happens uses almost no CPU: it
+    blocks on inotify between its deadlines (a loop that never blocked used a whole core).
+    Its CPU time is what is measured, not wall time, so load beside it does not flake it."""
+    job, cell = tmp_path / "job", tmp_path / "cell"
+    for d in (job / "home", job / "tmp", cell):
+        d.mkdir(parents=True)
+    config = RecorderConfig(job_root=str(job), roots=["home", "tmp"], out_dir=str(cell), scan_seconds=1)
+    recorder = RecorderProcess(config, JudgedSamples(QUESTIONS), cell, os.environ)
+    try:
+        before, t0 = read_proc_stat(recorder.pid), time.monotonic()
+        time.sleep(3)
+        after, wall = read_proc_stat(recorder.pid), time.monotonic() - t0
+    finally:
+        assert recorder.stop(cell / "evidence.json") is None
+    assert before is not None and after is not None
+    share = (after.cpu_seconds - before.cpu_seconds) / wall
+    assert share < 0.05, f"the idle recorder used {share:.0%} of a core"
 
 
 def test_every_file_the_agent_wrote_is_read_wherever_and_however_briefly(tmp_path: Path):

@@ -128,6 +128,22 @@ def test_proc_stat_reader_copes_with_a_command_name_holding_spaces_and_parens(tm
     assert process_start_ticks(child.pid) is None
 
 
+def test_proc_stat_reads_a_process_s_cpu_time():
+    """cpu_seconds is user + system time: a child that spins has used some after it spun
+    (CPU time, so a busy machine only makes it wait longer), a sleeping one none."""
+    spin = "import time\nwhile time.process_time() < 0.5: pass\nprint(1, flush=True)\ntime.sleep(30)"
+    spinner = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE)
+    sleeper = subprocess.Popen(["/bin/sleep", "30"])
+    try:
+        assert spinner.stdout.readline() == b"1\n"
+        assert read_proc_stat(spinner.pid).cpu_seconds >= 0.4  # /proc counts in clock ticks
+        assert read_proc_stat(sleeper.pid).cpu_seconds < 0.1
+    finally:
+        for child in (spinner, sleeper):
+            child.kill()
+            child.wait()
+
+
 def _until_zombie(pid: int) -> None:
     deadline = time.time() + 5
     while not read_proc_stat(pid).zombie and time.time() < deadline:

@@ -69,6 +69,7 @@ AGENT_CLOSED = "the agent closed the stream before its end"
 class Exchange:
     """One request as it passes: what the log line and the meter need."""
 
+    #: when it came, on the wall clock: what the log line states
     started: float
     method: str
     path: str
@@ -87,6 +88,12 @@ class Exchange:
     request: CappedBody | None = None
     response: CappedBody | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: when it came, on the monotonic clock: what its latencies are measured from (a
+    #: wall-clock step mid-request cannot make one negative)
+    began: float = field(default_factory=time.monotonic)
+
+    def elapsed_ms(self) -> float:
+        return (time.monotonic() - self.began) * 1000
 
 
 def _reject(protocol: Protocol, status: int, message: str, code: str | None = None) -> web.Response:
@@ -221,7 +228,7 @@ class Gateway:
             async with self.session.request(
                 request.method, self._upstream_url(request), headers=self._upstream_headers(request), data=body or None
             ) as up:
-                ex.status, ex.ttfb_ms = up.status, (time.time() - ex.started) * 1000
+                ex.status, ex.ttfb_ms = up.status, ex.elapsed_ms()
                 headers = {k: v for k, v in up.headers.items() if k.lower() not in _HOP}
                 close = up.headers.get("connection", "").lower() == "close"
                 if up.content_type == "text/event-stream":
@@ -292,7 +299,7 @@ class Gateway:
         if 200 <= ex.status < 300:
             ex.usage_unreadable = reader.unreadable()
         readable = ex.usage_unreadable is None
-        self.meter.add(ex.status, (time.time() - ex.started) * 1000, ex.usage, ex.cost_usd, readable)
+        self.meter.add(ex.status, ex.elapsed_ms(), ex.usage, ex.cost_usd, readable)
 
     def _finish(self, ex: Exchange) -> None:
         self.log.write(
@@ -304,7 +311,7 @@ class Gateway:
                 "model": ex.model,
                 "stream": ex.stream,
                 "status": ex.status,
-                "latency_ms": round((time.time() - ex.started) * 1000, 2),
+                "latency_ms": round(ex.elapsed_ms(), 2),
                 "ttfb_ms": round(ex.ttfb_ms, 2) if ex.ttfb_ms is not None else None,
                 "usage": ex.usage.record() if ex.usage is not None else None,
                 "cost_usd": round(ex.cost_usd, 8) if ex.cost_usd is not None else None,

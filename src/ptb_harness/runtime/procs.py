@@ -138,10 +138,16 @@ class ProcStat:
     start_ticks: int  # start time in clock ticks since boot (tells a pid from its reuse)
     session: int = 0  # the session id (the agent's session groups every process it started)
     pgrp: int = 0  # the process group id
+    cpu_ticks: int = 0  # user + system CPU time in clock ticks (its threads', not its children's)
 
     @property
     def zombie(self) -> bool:
         return self.state == "Z"
+
+    @property
+    def cpu_seconds(self) -> float:
+        """The CPU time it has used (user + system), in seconds."""
+        return self.cpu_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def read_proc_stat(pid: int | str) -> ProcStat | None:
@@ -157,7 +163,10 @@ def read_proc_stat(pid: int | str) -> ProcStat | None:
         return None
     fields = stat[stat.rfind(b")") + 2 :].split()
     try:
-        return ProcStat(int(pid), fields[0].decode(), int(fields[1]), int(fields[19]), int(fields[3]), int(fields[2]))
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+        return ProcStat(
+            int(pid), fields[0].decode(), int(fields[1]), int(fields[19]), int(fields[3]), int(fields[2]), ticks
+        )
     except (IndexError, ValueError):
         return None
 

@@ -58,7 +58,7 @@ import stat
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,8 @@ APPEND_OVERLAP = 64 << 10
 DEBOUNCE_FIRST, DEBOUNCE_MAX = 1.0, 60.0
 #: paths held open while their debounce runs
 MAX_HELD = 256
+#: the longest the loop blocks at once (SIGTERM's flag is read between waits)
+WAIT_MAX_S = 1.0
 #: the recorder's environment, so that its memory cap counts what it uses: Arrow's allocator
 #: malloc (mimalloc, its default, reserves 1 GiB segments: 1.2 GiB of data mapped for a
 #: 10 MB Parquet read), and one thread for BLAS, OpenMP and Arrow (each thread's stack and
@@ -287,7 +289,9 @@ class Recorder:
         self.too_many = False
         #: paths that could not be opened during the run (the final scan lifts their mode)
         self.unreadable: set[str] = set()
-        self.started = time.time()
+        #: the recorder's start on the monotonic clock: every duration and deadline it keeps
+        #: is on that one clock (a wall-clock step cannot stretch or skip a window)
+        self.started = time.monotonic()
         try:
             self.inotify: Inotify | NoWatch = Inotify()
             self.watching = "inotify"
@@ -499,7 +503,7 @@ class Recorder:
             self._finding(rel, scan, found, place, counted)
         for why in scan.budget.cut:
             self.tally.fail(rel, why)
-        line = {"path": rel, "t": round(time.time() - self.started, 3), "bytes": st.st_size, "id": digest}
+        line = {"path": rel, "t": round(time.monotonic() - self.started, 3), "bytes": st.st_size, "id": digest}
         line |= {"kind": scan.budget.kind, "samples": len(found), "grams": sum(map(len, result.hits.values()))}
         if offset:
             line["from"] = offset
@@ -526,7 +530,7 @@ class Recorder:
                 "counted": counted,
                 "place": place,
                 "excerpt": scan.result.excerpt[:300],
-                "t": round(time.time() - self.started, 3),
+                "t": round(time.monotonic() - self.started, 3),
             }
         )
 
@@ -637,7 +641,7 @@ class Recorder:
             "counts": {**self.counts, "files_at_end": files, "baseline_files": len(self.baseline)},
             "roots": self.config.roots,
             "watching": self.watching,
-            "seconds": round(time.time() - self.started, 3),
+            "seconds": round(time.monotonic() - self.started, 3),
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
             "max_rss_kb": peak_rss_kb(),
             "memory_max_bytes": memory_cap(),
@@ -653,6 +657,16 @@ class Recorder:
             listed = "; ".join(f"{x['path']}: {x['why']}" for x in t.incomplete[:5])
             why.append(f"{t.incomplete_count} file(s) not read in full: {listed}")
         return why
+
+
+def next_wait(now: float, next_scan: float, held_due: Iterable[float], most: float = WAIT_MAX_S) -> float:
+    """How long the recorder's loop may block on inotify: until the next scan or the first
+    held path's window ends, whichever is sooner, never below 0 nor above ``most``. Every
+    argument is on one clock (``time.monotonic``): a deadline of another clock makes the
+    wait meaningless (a wall-clock due against a monotonic now never blocks, and the loop
+    spins a core)."""
+    until = min(next_scan, min(held_due, default=next_scan))
+    return min(max(until - now, 0.0), most)
 
 
 def run(config: RecorderConfig, samples: Any, out: Any) -> dict[str, Any]:
@@ -671,18 +685,17 @@ def run(config: RecorderConfig, samples: Any, out: Any) -> dict[str, Any]:
     out.flush()
     next_scan = time.monotonic() + config.scan_seconds
     while not stop:
-        now = time.monotonic()
-        wait = min(next_scan - now, min((h.due for h in rec.held.values()), default=next_scan) - time.time())
+        wait = next_wait(time.monotonic(), next_scan, (h.due for h in rec.held.values()))
         overflow = False
-        for ev in rec.inotify.read(min(max(wait, 0.0), 1.0)):
-            overflow |= rec.on_event(ev, time.time())
-        rec.due(time.time())
+        for ev in rec.inotify.read(wait):
+            overflow |= rec.on_event(ev, time.monotonic())
+        rec.due(time.monotonic())
         if overflow or time.monotonic() >= next_scan:
             rec.scan_all()
             next_scan = time.monotonic() + config.scan_seconds
     for ev in rec.inotify.read(0):
-        rec.on_event(ev, time.time())
-    rec.due(time.time(), everything=True)
+        rec.on_event(ev, time.monotonic())
+    rec.due(time.monotonic(), everything=True)
     files = rec.scan_all(final=True)
     rec.inotify.close()
     record = rec.finish(files)
