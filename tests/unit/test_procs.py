@@ -10,6 +10,7 @@ from pathlib import Path
 from ptb_harness.runtime.procs import (
     ProcessResult,
     describe,
+    exited_within,
     group_live_members,
     process_start_ticks,
     pump_timestamped,
@@ -197,3 +198,29 @@ def test_pump_cuts_at_its_cap_and_says_so():
     lines = text.splitlines()
     assert lines[0].endswith("] line one") and lines[1].endswith("] line two") and lines[2].endswith("] " + "x" * 12)
     assert lines[3].endswith("] [harness] trace cut at 30 bytes; 99994 more bytes dropped") and len(lines) == 4
+
+
+def _wakeups() -> int:
+    """This thread's voluntary context switches: each time it blocked, or slept."""
+    status = Path("/proc/thread-self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("voluntary_ctxt_switches")).split()[1])
+
+
+def test_waiting_on_a_child_blocks_until_it_exits_without_polling():
+    """exited_within blocks on the child's pidfd: waiting a second on a child that runs on
+    wakes this thread once or twice, where Popen.wait(timeout) polls (some 20 sleeps a
+    second); a child that exits is seen at once, reaped, its code read."""
+    runner = subprocess.Popen(["/bin/sleep", "30"])
+    quick = subprocess.Popen(["/bin/sh", "-c", "sleep 0.2; exit 7"])
+    try:
+        before = _wakeups()
+        assert exited_within(runner, 1.0) is False
+        assert _wakeups() - before <= 3
+        t0 = time.monotonic()
+        assert exited_within(quick, 30.0) is True
+        assert time.monotonic() - t0 < 10 and quick.returncode == 7
+        assert exited_within(quick, 0) is True  # already reaped: at once
+    finally:
+        for child in (runner, quick):
+            child.kill()
+            child.wait()
