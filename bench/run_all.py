@@ -25,6 +25,10 @@ Prints one table and writes bench/results/summary.{csv,md}. Benchmarks (NAME):
              and a whole cell's harness time (its two jobs after their imports) under
              bwrap, the harness now vs cec4b27's (bench_cell_sandbox.py; goal < 0.3 s
              added per cell)
+  footprint  a judged cell whose agent only sleeps (bwrap, slirp4netns, the LLM gateway,
+             the evidence recorder): each harness process's CPU time over the window vs
+             the window's wall time, the ratio its share of one core (bench_footprint.py;
+             goal: all of them together < 2% of a core)
   gpu        the reap decision through NVML vs spawning nvidia-smi (GPU machines only)
   scheduler  the local profile's scheduler: greedy vs ILP on trivial cells
   scale      collect (cold; incremental after 1% of cells changed), the viewer and
@@ -52,6 +56,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_cell_sandbox
 import bench_evidence
+import bench_footprint
 import bench_gateway
 import bench_sandbox
 import bench_status
@@ -454,13 +459,36 @@ def bench_scale(tmp: Path, quick: bool) -> None:
         shutil.rmtree(d)
 
 
-BENCHES = ["plan", "rerun", "cell", "sandbox", "traces", "evidence", "gateway", "status", "gpu", "scheduler", "scale"]
+def bench_harness_footprint(tmp: Path, quick: bool) -> None:
+    r = bench_footprint.measure(None, 20.0 if quick else 60.0)
+    window = r["window_s"]
+    for name, share in sorted(r["share"].items()):
+        row("footprint", name[:52], share * window, "the window's wall time", window)
+    harness = sum(v for k, v in r["share"].items() if k != bench_footprint.AGENT_NAME)
+    row("footprint", "the harness, all together", harness * window, "the window's wall time", window, "< 0.02")
+
+
+BENCHES = [
+    "plan",
+    "rerun",
+    "cell",
+    "sandbox",
+    "footprint",
+    "traces",
+    "evidence",
+    "gateway",
+    "status",
+    "gpu",
+    "scheduler",
+    "scale",
+]
 
 
 RUNNERS = {
     "plan": bench_plan,
     "cell": bench_cell,
     "sandbox": bench_sandbox_launch,
+    "footprint": bench_harness_footprint,
     "traces": bench_trace,
     "evidence": bench_evidence_costs,
     "gateway": bench_gateway_costs,
