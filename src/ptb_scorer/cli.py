@@ -132,9 +132,10 @@ def main(name: str, argv: list[str] | None = None) -> int:
     except LLMUnavailable as e:
         return emit_grader_failed(e)
     except Exception as e:
-        from ptb_scorer.engine import EngineFailed
+        from ptb_scorer.engine import EngineFailed, EngineSettingInvalid
 
-        if not isinstance(e, EngineFailed):  # an unknown failure: the traceback helps, then one line
+        # an unknown failure: the traceback helps, then one line
+        if not isinstance(e, (EngineFailed, EngineSettingInvalid)):
             traceback.print_exc()
         why = str(e).strip().splitlines()[-1][:300] if str(e).strip() else ""
         return emit_scorer_error(f"{type(e).__name__}: {why}")

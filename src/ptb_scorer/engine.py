@@ -26,16 +26,25 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ptb_scorer.chat_template import ChatTemplate
 from ptb_scorer.model import CheckedModel
-from ptb_scorer.protocol import emit_model_loaded
+from ptb_scorer.protocol import SDPA_KERNELS_ENV, emit_model_loaded
 from ptb_scorer.seeds import request_seed
 
 BACKENDS = ("auto", "vllm", "hf")
+#: PyTorch's scaled-dot-product attention kernels (torch.backends.cuda), by the names the
+#: campaign uses (evaluate.sdpa_kernels)
+SDPA_KERNELS = ("flash", "efficient", "math", "cudnn")
+#: Those the transformers backend may use unless the campaign says: not cudnn. PyTorch keeps
+#: cuDNN attention's plans in a per-thread cache keyed by the exact shape, the KV length
+#: included, so each decoded token misses it and compiles a plan (40-60 ms of CPU a token
+#: on an H200, against a GPU time equal to flash's; issue 35).
+DEFAULT_SDPA_KERNELS = ("flash", "efficient", "math")
 #: Packages whose versions each attempt records.
 VERSIONED = ("inspect_ai", "inspect_evals", "datasets", "transformers", "torch", "vllm", "accelerate", "openai")
 
@@ -44,12 +53,48 @@ class EngineFailed(Exception):
     """inspect ran but did not finish successfully (not a model fault we can name)."""
 
 
+class EngineSettingInvalid(ValueError):
+    """A setting the harness handed the engine is not one it knows (one line, no traceback)."""
+
+
 def versions() -> dict[str, str]:
     out = {}
     for name in VERSIONED:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             out[name] = importlib.metadata.version(name)
     return out
+
+
+def sdpa_kernels_from_env(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The kernels the harness named (SDPA_KERNELS_ENV), or the default;
+    EngineSettingInvalid names an unknown one."""
+    given = env.get(SDPA_KERNELS_ENV, "").strip()
+    if not given:
+        return DEFAULT_SDPA_KERNELS
+    kernels = tuple(k.strip() for k in given.split(",") if k.strip())
+    unknown = [k for k in kernels if k not in SDPA_KERNELS]
+    if unknown or not kernels:
+        raise EngineSettingInvalid(f"{SDPA_KERNELS_ENV}: {given!r} (kernels: {', '.join(SDPA_KERNELS)})")
+    return kernels
+
+
+def use_sdpa_kernels(kernels: tuple[str, ...]) -> dict[str, Any]:
+    """Let PyTorch choose among ``kernels`` alone for every attention of this process (the
+    flags are process-wide, whichever thread generates); what is in force, read back."""
+    import torch
+
+    cuda = torch.backends.cuda
+    cuda.enable_flash_sdp("flash" in kernels)
+    cuda.enable_mem_efficient_sdp("efficient" in kernels)
+    cuda.enable_math_sdp("math" in kernels)
+    cuda.enable_cudnn_sdp("cudnn" in kernels)
+    in_force = {
+        "flash": cuda.flash_sdp_enabled(),
+        "efficient": cuda.mem_efficient_sdp_enabled(),
+        "math": cuda.math_sdp_enabled(),
+        "cudnn": cuda.cudnn_sdp_enabled(),
+    }
+    return {"sdpa_kernels": [k for k, on in in_force.items() if on]}
 
 
 def gpu_visible() -> bool:
@@ -222,7 +267,13 @@ def run_task(
     metrics = {name: m.value for name, m in first.metrics.items()}
     if "accuracy" not in metrics:
         raise EngineFailed(f"scorer {first.name} has no accuracy metric (has {', '.join(metrics)})")
+    threads: dict[str, Any] = {}
+    if spec.backend == "hf":
+        from ptb_scorer.hf_backend import generating_threads
+
+        threads["generating_threads"] = generating_threads()  # so far in this process: 1 for every seed
     return {
+        **threads,
         "accuracy": float(metrics["accuracy"]),
         "stderr": float(metrics["stderr"]) if metrics.get("stderr") is not None else None,
         "n_examples": log.results.completed_samples,

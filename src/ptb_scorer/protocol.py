@@ -45,6 +45,9 @@ from typing import Any, NoReturn
 #: Environment variable through which the harness hands a scorer its grader endpoint
 #: (the JSON of a ``ptb_scorer.llm_client.Endpoint``: names the key variable, never holds the key).
 GRADER_ENV = "PTB_GRADER"
+#: ... and the attention kernels the transformers backend may use (comma-separated
+#: ``ptb_scorer.engine.SDPA_KERNELS``; campaign key evaluate.sdpa_kernels)
+SDPA_KERNELS_ENV = "PTB_SDPA_KERNELS"
 
 SCORER_INFO_MARK = "PTB_SCORER_INFO"
 MODEL_INVALID_MARK = "PTB_MODEL_INVALID:"

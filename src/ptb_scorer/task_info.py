@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,8 @@ class EngineChoice:
     spec: EngineSpec
     #: {"temperature": the model's (None: unreadable), "greedy": below vLLM's sampling epsilon}
     decoding: dict[str, Any]
+    #: the transformers backend's attention kernels in force ({"sdpa_kernels": [...]}); None on vLLM
+    attention: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ def attempt_record(
         "architecture": checked.architecture,
         "chat_template": chosen.template.record(),
         "decoding": chosen.decoding,
+        "attention": chosen.attention,
         "datasets": [data.revision(d) for d in info.datasets],
     }
 
@@ -132,4 +136,7 @@ def engine_for(args: argparse.Namespace, info: TaskInfo, checked: CheckedModel, 
         prompt_log=args.prompt_log,
         greedy=is_greedy(temperature),
     )
-    return EngineChoice(backend, template, spec, {"temperature": temperature, "greedy": is_greedy(temperature)})
+    decoding = {"temperature": temperature, "greedy": is_greedy(temperature)}
+    # chosen before the model loads; the flags are process-wide, so every seed's generation has them
+    attention = engine.use_sdpa_kernels(engine.sdpa_kernels_from_env(os.environ)) if backend == "hf" else None
+    return EngineChoice(backend, template, spec, decoding, attention)

@@ -241,3 +241,38 @@ def test_the_agents_saved_template_is_never_used_on_the_transformers_backend(hf_
     bos = AutoTokenizer.from_pretrained(base).bos_token_id
     assert row["prompt"].startswith("<bos><start_of_turn>user\n")
     assert row["input_ids"][0] == bos and row["input_ids"].count(bos) == 1  # the template's; none added
+
+
+@pytest.mark.parametrize("kernels", [None, "math,cudnn"])
+def test_the_hf_backend_chooses_its_attention_kernels_and_generates_every_seed_on_one_thread(
+    hf_home, family, tmp_path, kernels
+):
+    """The transformers backend's attention kernels are chosen before the model loads and
+    recorded in each seed's metrics (the campaign's evaluate.sdpa_kernels, handed over as
+    PTB_SDPA_KERNELS; by default not cuDNN, whose per-thread, per-shape plans compile anew
+    at every decoded token). Three seeds in one attempt (each an inspect eval of its own)
+    are generated on one thread: nothing torch keeps per thread is built per seed."""
+    from ptb_scorer.protocol import SDPA_KERNELS_ENV, seed_output
+
+    base = family["llama3"]  # names no temperature: it samples, so every request is seeded
+    out = tmp_path / "m.json"
+    args = ("--backend", "hf", "--limit", "1", "--max-tokens", "2", "--chat-template-from", str(base))
+    env = {} if kernels is None else {SDPA_KERNELS_ENV: kernels}
+    res = evaluate("gsm8k", base, out, *args, "--seeds", "11,12,13", env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    expected = ["flash", "efficient", "math"] if kernels is None else ["math", "cudnn"]
+    for seed in (11, 12, 13):
+        metrics = json.loads(seed_output(out, seed).read_text())
+        assert metrics["attention"] == {"sdpa_kernels": expected}
+        assert metrics["generating_threads"] == 1, seed
+
+
+def test_an_unknown_attention_kernel_is_one_named_line(hf_home, family, tmp_path):
+    from ptb_scorer.protocol import SDPA_KERNELS_ENV
+
+    base = family["llama3"]
+    args = ("--backend", "hf", "--limit", "1", "--chat-template-from", str(base))
+    res = evaluate("gsm8k", base, tmp_path / "m.json", *args, env={SDPA_KERNELS_ENV: "flash,fast"})
+    assert res.returncode == 1 and "Traceback" not in res.stdout + res.stderr
+    (line,) = [ln for ln in res.stdout.splitlines() if ln.startswith("PTB_SCORER_ERROR: ")]
+    assert SDPA_KERNELS_ENV in line and "'flash,fast'" in line

@@ -46,14 +46,14 @@ SCORER_WRITING = """
 ONE_ATTEMPT = {"evaluate": {"ladder": [{"attempts": 1, "max_tokens": None}]}}
 
 
-def _scored_cell(tmp_path, task: str, scorer: str, info: dict):
+def _scored_cell(tmp_path, task: str, scorer: str, info: dict, **config):
     """A campaign with one solved cell (final model present) of ``task``: (campaign, cell, its dir)."""
     from conftest import campaign_config, make_workdir, write_task
 
     from ptb_harness.campaign.cells import Cell
     from ptb_harness.campaign.config import load_config_files
 
-    root = make_workdir(tmp_path / "campaign", campaign_config(tasks=[task]))
+    root = make_workdir(tmp_path / "campaign", campaign_config(tasks=[task], **config))
     write_task(root, task, scorer, info)
     cell_dir = root / "results" / "cells" / "exit0" / task / "m1" / "0.0005h-0gpu-run1"
     (cell_dir / "final_model").mkdir(parents=True)
@@ -132,3 +132,27 @@ def test_evaluate_argv_carries_the_cap_under_the_tasks_flag(tmp_path, token_flag
     task = TaskSpec("t", tmp_path, "b", (), (), token_flag, extra, None)
     argv = evaluate_argv(task, Path("/m"), Path("/o.json"), cap)
     assert argv == ["python", "evaluate.py", "--model-path", "/m", "--json-output-file", "/o.json", *tail]
+
+
+#: a scorer that reports the attention kernels the harness handed it
+KERNELS_SEEN = """
+    import argparse, json, os
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model-path"); ap.add_argument("--json-output-file")
+    a = ap.parse_args()
+    seen = os.environ.get("PTB_SDPA_KERNELS")
+    open(a.json_output_file, "w").write(json.dumps({"accuracy": 0.5, "kernels": seen}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("evaluate", "handed"),
+    [({}, "flash,efficient,math"), ({"sdpa_kernels": ["cudnn", "flash"]}, "cudnn,flash")],
+    ids=["default", "campaign"],
+)
+def test_the_scorer_is_handed_the_campaigns_attention_kernels(tmp_path, evaluate, handed):
+    """evaluate.sdpa_kernels reaches the scorer's environment (PTB_SDPA_KERNELS); by
+    default cuDNN's attention is not among them."""
+    campaign, cell, cell_dir = _scored_cell(tmp_path, "k", KERNELS_SEEN, ONE_ATTEMPT, evaluate=evaluate)
+    _evaluate(campaign, cell, cell_dir)
+    assert json.loads((cell_dir / "metrics.json").read_text())["kernels"] == handed

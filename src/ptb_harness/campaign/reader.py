@@ -202,7 +202,12 @@ def build_settings(config: Mapping[str, Any], workdir: Path) -> Settings:
             llm_budget=Limits(**config["solve"]["llm_budget"]),
             llm_prices={m: ModelPrice(**p) for m, p in config["solve"]["llm_prices"].items()},
         ),
-        evaluate=_pick(EvaluateSettings, config["evaluate"], seeds=tuple(config["evaluate"]["seeds"])),
+        evaluate=_pick(
+            EvaluateSettings,
+            config["evaluate"],
+            seeds=tuple(config["evaluate"]["seeds"]),
+            sdpa_kernels=tuple(config["evaluate"]["sdpa_kernels"]),
+        ),
         leaderboard=leaderboard_settings(config["leaderboard"], judged=config["judge"]["enabled"]),
         paths=Paths(
             results_dir=(workdir / paths["results_dir"]).resolve(),

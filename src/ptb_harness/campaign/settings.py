@@ -165,6 +165,8 @@ class EvaluateSettings:
     attempt_timeout_hours: float
     #: the final evaluation's seeds, in order (the first gates the others)
     seeds: tuple[int, ...]
+    #: the attention kernels the transformers backend may use on a GPU (ptb_scorer.engine.SDPA_KERNELS)
+    sdpa_kernels: tuple[str, ...] = ("flash", "efficient", "math")
 
     def record(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -26,7 +26,7 @@ from ptb_harness.gpu.reap import ReapPolicy
 from ptb_harness.runtime.hf_cache import hf_cache_view
 from ptb_harness.runtime.sandbox import Bind, LaunchRequest, Sandbox
 from ptb_scorer.chat_template import ChatTemplate
-from ptb_scorer.protocol import GRADER_ENV
+from ptb_scorer.protocol import GRADER_ENV, SDPA_KERNELS_ENV
 
 
 def evaluate_argv(
@@ -79,6 +79,8 @@ class ScorerJob:
     hf_view: tuple[Path | None, bool]
     #: a graded task's scorer gets the grader endpoint (no secret) and its key variable by name
     grader_env: Mapping[str, str]
+    #: how the scoring engine runs (the attention kernels it may use), set by the campaign
+    engine_env: Mapping[str, str]
     pass_names: Sequence[str]
     #: the base model's architecture, for tasks that check the final model's against it
     base_architecture: str | None
@@ -122,7 +124,7 @@ class ScorerJob:
             job_tmp=self.tmp,
             workdir="task",
             # scoring reads only the prefetched cache: a compute node may have no internet
-            env={**self.grader_env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+            env={**self.grader_env, **self.engine_env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
             pass_names=self.pass_names,
             gpus=self.gpu_set.sandbox_ids(),
             # final_model at its own absolute path, read-only, wherever the results are; the
@@ -175,6 +177,7 @@ def scorer_job(
                 nvml=nvml,
                 hf_view=stack.enter_context(hf_cache_view(site.hf_cache, work)),
                 grader_env=grader_env,
+                engine_env={SDPA_KERNELS_ENV: ",".join(campaign.settings.evaluate.sdpa_kernels)},
                 pass_names=[*task.required_api_keys, *grader_keys],
                 base_architecture=base_arch,
                 evaluate_sha256=evaluate_sha256,
