@@ -5,7 +5,8 @@ way for every seed, in one run (interleaved, medians).
 
     python bench/bench_seeds.py [--model DIR | --model-size tiny|1b] [--hf-home DIR]
                                 [--device cpu|cuda] [--repeats 3] [--limit 2]
-                                [--max-tokens 16] [--out FILE]
+                                [--max-tokens 16] [--sdpa-kernels flash,efficient,math]
+                                [--no-single-seed-attempts] [--out FILE]
 
 The scorer is the real gsm8k evaluate.py (transformers backend, ``--seeds``, as the
 evaluate stage calls it; its PTB_MODEL_LOADED lines counted). The floor, a fresh process:
@@ -38,6 +39,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "tests"), str(REPO / "tests" / "scorer")]
 
+from ptb_scorer.engine import DEFAULT_SDPA_KERNELS  # noqa: E402
+from ptb_scorer.protocol import SDPA_KERNELS_ENV  # noqa: E402
 from ptb_scorer.seeds import FINAL_EVAL_SEEDS  # noqa: E402
 
 FLOOR = r"""
@@ -48,6 +51,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 t_import = time.perf_counter()
 spec = json.load(open(sys.argv[1]))
 device = "cuda:0" if torch.cuda.is_available() else "cpu"
+# the attention kernels the scorer is given, so both generate on the same ones
+cuda = torch.backends.cuda
+kernels = spec["sdpa_kernels"]
+cuda.enable_flash_sdp("flash" in kernels); cuda.enable_mem_efficient_sdp("efficient" in kernels)
+cuda.enable_math_sdp("math" in kernels); cuda.enable_cudnn_sdp("cudnn" in kernels)
 tok = AutoTokenizer.from_pretrained(spec["model"])
 model = AutoModelForCausalLM.from_pretrained(spec["model"], device_map=device)
 t_load = time.perf_counter()
@@ -71,7 +79,9 @@ print(json.dumps({"import": t_import - t0, "load": t_load - t_import, "per_seed"
 """
 
 
-def floor_spec(model: Path, limit: int, max_tokens: int, seeds: tuple[int, ...], path: Path) -> None:
+def floor_spec(
+    model: Path, limit: int, max_tokens: int, seeds: tuple[int, ...], path: Path, kernels: tuple[str, ...]
+) -> None:
     """The requests the scorer sends (gsm8k's 10-shot system message and prompt over the
     fixture's test questions, as ptb_scorer builds the task), rendered by the same chat
     template, and each request's seed for every run seed."""
@@ -97,6 +107,7 @@ def floor_spec(model: Path, limit: int, max_tokens: int, seeds: tuple[int, ...],
         "sample_ids": sample_ids,
         "template": model_templates(model)["default"].text,  # the base model's own, as the scorer renders
         "max_tokens": max_tokens,
+        "sdpa_kernels": list(kernels),
         "request_seeds": {str(s): [request_seed(s, i) for i in sample_ids] for s in seeds},
     }
     path.write_text(json.dumps(spec))
@@ -187,10 +198,14 @@ def measure(args: argparse.Namespace, work: Path, env: dict, spec: Path) -> dict
         one.append(run_scorer(args.model, env, args.limit, args.max_tokens, seeds, out))
         if i == 0:
             mine = scorer_answers(out, seeds, work / "tmp")
+        if args.no_single_seed_attempts:
+            continue
         runs = [
             run_scorer(args.model, env, args.limit, args.max_tokens, (s,), work / f"five-{i}-{s}.json") for s in seeds
         ]
         five.append({"total": sum(r["total"] for r in runs), "loads": sum(r["loads"] for r in runs)})
+    if not five:
+        five = [{"total": float("nan"), "loads": None}]
     med = lambda runs, key: statistics.median(r[key] for r in runs)  # noqa: E731
     for r in one:  # the scorer after its load: every seed's eval, each seed's requests generated
         r["after_load"] = sum(r["per_seed"])
@@ -211,6 +226,8 @@ def measure(args: argparse.Namespace, work: Path, env: dict, spec: Path) -> dict
         "ratio_one_attempt_over_floor_load_and_generate": round(
             med(one, "total") / (med(floor, "load") + med(floor, "generate")), 2
         ),
+        # both whole processes: their imports, load and every seed's generation
+        "ratio_one_attempt_over_floor_process": round(med(one, "total") / med(floor, "total"), 2),
         "same_answers_as_floor": mine == floor[0]["answers"],
         "answer_chars_agreeing_with_floor": agreement(mine, floor[0]["answers"]),
         "device": floor[0]["device"],
@@ -231,6 +248,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--limit", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument(
+        "--sdpa-kernels",
+        default=",".join(DEFAULT_SDPA_KERNELS),
+        help="the attention kernels of the scorer (PTB_SDPA_KERNELS) and of the floor alike",
+    )
+    ap.add_argument("--no-single-seed-attempts", action="store_true", help="skip the five one-seed attempts")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ptb-bench-seeds-"))
@@ -244,14 +267,17 @@ def main() -> None:
 
         args.hf_home = write_fixture_cache(work / "hf", ("gsm8k",))
     env = environment(args.hf_home, work, args.device)
+    kernels = tuple(args.sdpa_kernels.split(","))
+    env[SDPA_KERNELS_ENV] = ",".join(kernels)
     spec = work / "floor.json"
-    floor_spec(args.model, args.limit, args.max_tokens, FINAL_EVAL_SEEDS, spec)
+    floor_spec(args.model, args.limit, args.max_tokens, FINAL_EVAL_SEEDS, spec, kernels)
     result = {
         "model": str(args.model),
         "model_size": args.model_size if built else None,
         "limit": args.limit,
         "max_tokens": args.max_tokens,
         "repeats": args.repeats,
+        "sdpa_kernels": list(kernels),
     }
     result.update(measure(args, work, env, spec))
     print(

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The scorer's attention kernels on one card (issue 35), from the repo root:
+#
+#     bash tests/gpu/device_attention.sh probe         # per token: tests/gpu/probe_attention.py, 1B and tiny
+#     bash tests/gpu/device_attention.sh attempts      # per attempt: bench/bench_seeds.py, 1B, both kernel sets
+#     bash tests/gpu/device_attention.sh attempts-tiny # the same with the tiny model
+#
+# (BENCH_LIMIT, BENCH_MAX_TOKENS, PROBE_TOKENS: the questions and tokens; defaults 3, 64, 64.)
+# The packages the machine lacks come from .carry/site.tar.xz as for tests/gpu/device_seeds.sh
+# (inspect_ai, inspect_evals, datasets and their closure for its Python 3.12; torch and
+# transformers are the machine's own). Output lands in $OUT (default ./gpu-out).
+set -uo pipefail
+what=${1:?probe|attempts|attempts-tiny}
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/device_attention_$what.log") 2>&1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+PY=${PYTHON:-python3}
+if [ -f .carry/site.tar.xz ] && [ ! -f /opt/ptb-site/.complete ]; then
+    mkdir -p /opt/ptb-site && tar -C /opt/ptb-site -xJf .carry/site.tar.xz && touch /opt/ptb-site/.complete
+    echo /opt/ptb-site > "$($PY -c 'import site; print(site.getsitepackages()[0])')/ptb-carried.pth"
+fi
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 HF_HUB_DISABLE_PROGRESS_BARS=1 CONDOR_CONFIG=/dev/null
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+$PY -c 'import torch, transformers, inspect_ai, inspect_evals, datasets as d
+print("torch", torch.__version__, "transformers", transformers.__version__, "inspect_ai", inspect_ai.__version__, "datasets", d.__version__)'
+limit=${BENCH_LIMIT:-3} tokens=${BENCH_MAX_TOKENS:-64}
+case $what in
+    probe)
+        for size in 1b tiny; do
+            timeout 240 $PY tests/gpu/probe_attention.py --size "$size" --tokens "${PROBE_TOKENS:-64}" --rounds 3 \
+                --out "$OUT/probe_attention_$size.json" | grep -v -e WARNING -e '^ *$'
+        done ;;
+    attempts | attempts-tiny)
+        size=1b; [ "$what" = attempts-tiny ] && size=tiny
+        for kernels in flash,efficient,math flash,efficient,math,cudnn; do
+            timeout 280 $PY bench/bench_seeds.py --device cuda --model-size "$size" --repeats 1 --limit "$limit" \
+                --max-tokens "$tokens" --sdpa-kernels "$kernels" --no-single-seed-attempts \
+                --out "$OUT/seeds_${size}_$(echo "$kernels" | tr , -).json" | grep -v -e WARNING -e '^{'
+        done ;;
+    *) echo "device_attention.sh: probe, attempts or attempts-tiny" >&2; exit 2 ;;
+esac
