@@ -6,10 +6,19 @@ import hashlib
 import json
 import os
 import socket
+import threading
+import time
 
 import pytest
 
-from ptb_harness.results.outcome import CellRecords, cell_outcome, classify, local_liveness
+from ptb_harness.results.outcome import (
+    CellRecords,
+    cell_outcome,
+    classify,
+    local_liveness,
+    map_cells,
+    waits_on_the_filesystem,
+)
 from ptb_harness.runtime.procs import process_start_ticks
 
 SOLVED = {"description": "exited 0", "final_model_files": 3}
@@ -383,3 +392,51 @@ def test_one_attempt_without_a_model_fault_makes_it_the_machines(tmp_path):
     cell = _failed_cell(tmp_path, MODEL_FAULT_LINES[-1][1])
     (cell / "evaluate" / "attempt-2.log").write_text(f"{TRACEBACK}{CUDA_OOM}\n")
     assert cell_outcome(cell)[0] == "infra_failed"
+
+
+def _reader(tmp_path, wait_s: float = 0.0):
+    """A cell reader that notes the thread it ran on (and waits wait_s, as a round trip to
+    a network filesystem would: blocking, not computing)."""
+    threads: list[int] = []
+
+    def read(d: str) -> str:
+        threads.append(threading.get_ident())
+        if wait_s:
+            time.sleep(wait_s)
+        return (tmp_path / d / "metrics.json").read_text()
+
+    return read, threads
+
+
+def _cells(tmp_path, n: int) -> list[str]:
+    for i in range(n):
+        (tmp_path / f"c{i}").mkdir()
+        (tmp_path / f"c{i}" / "metrics.json").write_text(f'{{"accuracy": {i / n}}}')
+    return [f"c{i}" for i in range(n)]
+
+
+def test_cells_on_a_local_disk_are_read_by_one_thread_in_order(tmp_path):
+    """The page cache never blocks a reader: a pool would only contend for the GIL."""
+    dirs = _cells(tmp_path, 300)
+    read, threads = _reader(tmp_path)
+    out = map_cells(read, dirs)
+    assert out == [(tmp_path / d / "metrics.json").read_text() for d in dirs]
+    assert set(threads) == {threading.get_ident()}
+
+
+def test_cells_whose_reads_wait_are_read_by_a_pool_in_order(tmp_path):
+    """Reads that block (a network filesystem's round trips, here a sleep) go to the pool
+    after the first chunk; the results keep the cells' order."""
+    dirs = _cells(tmp_path, 300)
+    read, threads = _reader(tmp_path, wait_s=0.002)
+    out = map_cells(read, dirs)
+    assert out == [(tmp_path / d / "metrics.json").read_text() for d in dirs]
+    assert len(set(threads)) > 1 and threads[:64] == [threading.get_ident()] * 64
+    assert map_cells(read, []) == []
+
+
+@pytest.mark.parametrize(
+    ("blocked", "cells", "waits"), [(0, 64, False), (5, 64, False), (32, 64, True), (200, 64, True)]
+)
+def test_a_reader_waits_on_the_filesystem_when_it_blocks_about_once_a_cell(blocked, cells, waits):
+    assert waits_on_the_filesystem(blocked, cells) is waits
