@@ -158,6 +158,25 @@ def test_record_reads_refuse_links_devices_and_size(tmp_path):
     assert read_record_bytes(tmp_path / "missing", 1000) == (None, "")
 
 
+@pytest.mark.parametrize("told", [0, 10, 5000, 200_000])
+def test_a_record_is_read_whole_up_to_its_limit_whatever_size_it_was_said_to_have(tmp_path, told):
+    """A record is read by the size fstat gave; one that grew after (told less than it
+    holds) is read on, and none is read past the limit."""
+    from ptb_harness.core.records import _read_up_to
+
+    data = bytes(range(256)) * 400  # 102,400 bytes
+    (tmp_path / "r").write_bytes(data)
+    fd = os.open(tmp_path / "r", os.O_RDONLY)
+    try:
+        assert _read_up_to(fd, 200_000, told) == data
+        assert os.pread(fd, 1, 0) == data[:1]
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert _read_up_to(fd, 70_000, told) == data[:70_000]
+    finally:
+        os.close(fd)
+    assert read_record_bytes(tmp_path / "r", len(data)) == (data, "")
+
+
 def test_attempts_refuse_while_an_earlier_one_lives_then_count(tmp_path):
     cell = tmp_path / "cell"
     cell.mkdir()

@@ -118,13 +118,28 @@ def read_record_head(path: str | Path, limit: int) -> tuple[bytes | None, str, i
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None, "not a regular file", 0
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(limit)
+        data = _read_up_to(fd, limit, st.st_size)
     except OSError as e:
         return None, f"cannot be read ({e.strerror})", 0
     finally:
         os.close(fd)
     return data, "", st.st_size
+
+
+def _read_up_to(fd: int, limit: int, size: int) -> bytes:
+    """Up to ``limit`` bytes from fd, asking first for the ``size`` fstat gave and one more
+    (a file that grew since is read on, up to the limit): one read and the one that finds
+    the end, where a buffered read of ``limit`` would allocate all of it first (status
+    reads tens of thousands of small records)."""
+    chunks, got = [], 0
+    ask = min(limit, size + 1)
+    while got < limit:
+        chunk = os.read(fd, min(limit - got, max(ask - got, 1 << 16)))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def read_record_tail(path: str | Path, limit: int) -> tuple[bytes | None, str]:
