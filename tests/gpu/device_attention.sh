@@ -5,7 +5,8 @@
 #     bash tests/gpu/device_attention.sh attempts      # per attempt: bench/bench_seeds.py, 1B, both kernel sets
 #     bash tests/gpu/device_attention.sh attempts-tiny # the same with the tiny model
 #
-# (BENCH_LIMIT, BENCH_MAX_TOKENS, PROBE_TOKENS: the questions and tokens; defaults 3, 64, 64.)
+# (BENCH_LIMIT, BENCH_MAX_TOKENS, PROBE_TOKENS, PROBE_SIZES: the questions, tokens and model sizes;
+# defaults 3, 64, 64, "1b tiny".)
 # The packages the machine lacks come from .carry/site.tar.xz as for tests/gpu/device_seeds.sh
 # (inspect_ai, inspect_evals, datasets and their closure for its Python 3.12; torch and
 # transformers are the machine's own). Output lands in $OUT (default ./gpu-out).
@@ -27,7 +28,7 @@ print("torch", torch.__version__, "transformers", transformers.__version__, "ins
 limit=${BENCH_LIMIT:-3} tokens=${BENCH_MAX_TOKENS:-64}
 case $what in
     probe)
-        for size in 1b tiny; do
+        for size in ${PROBE_SIZES:-1b tiny}; do
             timeout 240 $PY tests/gpu/probe_attention.py --size "$size" --tokens "${PROBE_TOKENS:-64}" --rounds 3 \
                 --out "$OUT/probe_attention_$size.json" | grep -v -e WARNING -e '^ *$'
         done ;;

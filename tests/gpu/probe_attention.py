@@ -10,7 +10,11 @@ kernel set (``engine.use_sdpa_kernels``: the default, and the default plus cudnn
 - ``bare_cold``: ``model.generate`` on the main thread, on the scorer's gsm8k prompt made
   longer by a length never used before, so no per-shape cache is warm (the honest floor);
 - ``scorer``: one seed of the real gsm8k eval of one question (inspect eval -> ptb_hf ->
-  the process's one generating thread).
+  the process's one generating thread);
+- ``bare_cold_on_thread``: ``bare_cold`` on that generating thread, the main thread
+  waiting (what the thread costs);
+- ``bare_cold_as_inspect``: ``bare_cold`` with the keyword arguments inspect's provider
+  passed the scorer's generate (its stopping criteria, ``return_dict_in_generate``).
 
 Every generate is forced to exactly ``--tokens`` new tokens. A decoded token's cost is the
 median interval between consecutive forward calls after the prefill (a forward pre-hook).
@@ -26,6 +30,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,7 +40,7 @@ sys.path[:0] = [str(REPO / "bench"), str(REPO / "src"), str(REPO / "tests"), str
 KERNEL_SETS = {"default": ("flash", "efficient", "math"), "with_cudnn": ("flash", "efficient", "math", "cudnn")}
 
 
-def main() -> None:
+def main() -> None:  # noqa: C901  (one probe, its variants sharing one loaded model)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
     ap.add_argument("--size", choices=("tiny", "1b"), default="1b")
@@ -55,7 +60,7 @@ def main() -> None:
 
     import torch
 
-    from ptb_scorer import cli, engine
+    from ptb_scorer import cli, engine, hf_backend
     from ptb_scorer.task_info import TaskInfo
 
     here = REPO / "tasks" / "gsm8k"
@@ -73,8 +78,11 @@ def main() -> None:
         lambda _m, _a, kw: steps.append((time.perf_counter(), kw["input_ids"].shape[1])), with_kwargs=True
     )
     generate = hf.generate
+    inspect_kwargs: dict = {}
 
     def forced(*a, **kw):
+        if threading.current_thread().name.startswith("ptb-generate") and not inspect_kwargs.get("seen"):
+            inspect_kwargs.update({k: v for k, v in kw.items() if k not in ("input_ids", "attention_mask")}, seen=True)
         kw["min_new_tokens"] = kw.get("max_new_tokens")  # the same length everywhere
         out = generate(*a, **kw)
         if cuda:
@@ -93,18 +101,30 @@ def main() -> None:
     type(loaded.api).hf_chat = capture
     unseen = [0]
 
-    def bare_cold() -> None:
+    def bare_cold(**extra) -> None:
         unseen[0] += 1
         enc = tok([prompt["text"] + " ." * (37 * unseen[0])], return_tensors="pt", add_special_tokens=False)
         torch.manual_seed(1234)
         with torch.inference_mode():
-            hf.generate(**enc.to(hf.device), max_new_tokens=args.tokens, do_sample=True)
+            hf.generate(**enc.to(hf.device), **{"max_new_tokens": args.tokens, "do_sample": True, **extra})
 
     def scorer() -> None:
         scoring.score(loaded, 72332)
 
-    variants = {"bare_cold": bare_cold, "scorer": scorer}
+    def bare_cold_on_thread() -> None:
+        hf_backend._GENERATING.submit(bare_cold).result()
+
+    def bare_cold_as_inspect() -> None:
+        bare_cold(**{k: v for k, v in inspect_kwargs.items() if k not in ("seen", "min_new_tokens")})
+
+    variants = {
+        "bare_cold": bare_cold,
+        "scorer": scorer,
+        "bare_cold_on_thread": bare_cold_on_thread,
+        "bare_cold_as_inspect": bare_cold_as_inspect,
+    }
     scorer()  # warm-up: CUDA's start, inspect's imports; and the prompt captured
+    print("inspect's generate kwargs:", {k: repr(v)[:120] for k, v in inspect_kwargs.items()}, flush=True)
     results = []
     for rnd in range(args.rounds):
         for kernels, allowed in KERNEL_SETS.items():
@@ -142,7 +162,8 @@ def summarize(results: list[dict], variants: list[str]) -> dict:
             for v in variants
         }
         summary[kernels] = {f"{v}_ms_per_token": round(m, 3) for v, m in med.items()}
-        summary[kernels]["ratio_scorer_over_bare_cold"] = round(med["scorer"] / med["bare_cold"], 3)
+        for v in variants[1:]:
+            summary[kernels][f"ratio_{v}_over_bare_cold"] = round(med[v] / med["bare_cold"], 3)
     return summary
 
 
