@@ -27,8 +27,29 @@ def walk(p, depth):
 walk(sys.argv[1] + '/results/cells', 0)
 print(len(vals))
 """
-#: status reads a scored cell's metrics.json and nothing else
-FLOOR_STATUS = "NAMES = ('metrics.json',)\n" + _WALK
+#: what status reads of a scored cell: metrics.json, the evaluate.json that vouches for it,
+#: judgement.json (opened, most often not there), and whether judgement_override.json and
+#: solve.json exist (issue 39: a floor that reads the same files)
+FLOOR_STATUS = """
+import json, os, sys
+vals = []
+def cell(p):
+    for name in ('metrics.json', 'evaluate.json', 'judgement.json'):
+        try:
+            with open(os.path.join(p, name), 'rb') as f:
+                vals.append(json.loads(f.read()))
+        except FileNotFoundError:
+            pass
+    override, solve = os.path.join(p, 'judgement_override.json'), os.path.join(p, 'solve.json')
+    vals.append((os.path.lexists(override), os.path.exists(solve)))
+def walk(p, depth):
+    for e in os.scandir(p):
+        cell(e.path) if depth == 3 else walk(e.path, depth + 1)
+walk(sys.argv[1] + '/results/cells', 0)
+print(len(vals))
+"""
+#: the floor of earlier runs: metrics.json alone
+FLOOR_STATUS_METRICS_ONLY = "NAMES = ('metrics.json',)\n" + _WALK
 #: collect's tables read every cell's records, and its stages' benchmarks
 FLOOR_COLLECT = (
     "NAMES = ('solve.json', 'evaluate.json', 'metrics.json', 'solve.state.json',"
@@ -59,7 +80,18 @@ def commands(d: str | Path) -> list[tuple[str, list[str], str, list[str]]]:
     py, d = sys.executable, str(d)
     cli = [py, "-m", "ptb_harness"]
     return [
-        ("status", [*cli, "status", "--workdir", d], "metrics.json read loop", [py, "-c", FLOOR_STATUS, d]),
+        (
+            "status",
+            [*cli, "status", "--workdir", d],
+            "read loop of the files status reads",
+            [py, "-c", FLOOR_STATUS, d],
+        ),
+        (
+            "status",
+            [*cli, "status", "--workdir", d],
+            "metrics.json read loop",
+            [py, "-c", FLOOR_STATUS_METRICS_ONLY, d],
+        ),
         ("collect, tables only", [py, "-c", TABLES_ONLY, d], "records read loop", [py, "-c", FLOOR_COLLECT, d]),
         ("collect (tables + plots)", [*cli, "collect", "--workdir", d], "tables only", [py, "-c", TABLES_ONLY, d]),
         (

@@ -158,6 +158,30 @@ def test_record_reads_refuse_links_devices_and_size(tmp_path):
     assert read_record_bytes(tmp_path / "missing", 1000) == (None, "")
 
 
+def test_a_record_read_says_whether_anything_is_there_as_lexists_does(tmp_path):
+    """One open answers both what a record holds and whether its name is taken (a link,
+    dangling or not, a directory, a broken file): what os.path.lexists would say."""
+    from ptb_harness.core.records import read_json_dict_present
+
+    (tmp_path / "ok.json").write_text('{"a": 1}')
+    (tmp_path / "broken.json").write_text("{")
+    (tmp_path / "list.json").write_text("[1]")
+    (tmp_path / "dir.json").mkdir()
+    (tmp_path / "link.json").symlink_to(tmp_path / "ok.json")
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "nowhere")
+    for name in ("ok.json", "broken.json", "list.json", "dir.json", "link.json", "dangling.json", "missing.json"):
+        obj, present = read_json_dict_present(tmp_path / name)
+        assert present == os.path.lexists(tmp_path / name), name
+        assert obj == ({"a": 1} if name == "ok.json" else None), name
+
+
+def test_deep_json_is_refused_however_few_its_brackets_elsewhere():
+    """The bracket count only skips the depth walk where nesting that deep is impossible."""
+    assert loads_bounded("[" * 64 + "]" * 64)[1] == ""
+    assert loads_bounded("[" * 65 + "]" * 65)[1].startswith("JSON nested deeper than 64")
+    assert loads_bounded('{"a": "' + "[" * 100 + '"}') == ({"a": "[" * 100}, "")
+
+
 @pytest.mark.parametrize("told", [0, 10, 5000, 200_000])
 def test_a_record_is_read_whole_up_to_its_limit_whatever_size_it_was_said_to_have(tmp_path, told):
     """A record is read by the size fstat gave; one that grew after (told less than it

@@ -98,9 +98,18 @@ def loads_bounded(data: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> tuple[A
         return None, f"not valid JSON ({e.msg} at byte {e.pos})"
     except ValueError as e:  # undecodable bytes
         return None, f"not valid JSON ({str(e)[:100]})"
-    if json_too_deep(obj, max_depth):
+    # a text with no more brackets than the depth allowed cannot nest deeper (most records:
+    # counting them is one pass in C, walking the object one in Python)
+    if _brackets(data) > max_depth and json_too_deep(obj, max_depth):
         return None, f"JSON nested deeper than {max_depth} levels"
     return obj, ""
+
+
+def _brackets(data: bytes | str) -> int:
+    """How many '[' and '{' the text holds (an upper bound of how deeply it nests)."""
+    if isinstance(data, str):
+        return data.count("[") + data.count("{")
+    return data.count(b"[") + data.count(b"{")
 
 
 def read_record_head(path: str | Path, limit: int) -> tuple[bytes | None, str, int]:
@@ -180,11 +189,18 @@ def read_json_dict(path: str | Path, limit: int = MAX_RECORD_BYTES) -> dict[str,
     """A JSON object from a file, or None when the file is missing, unreadable (a
     directory, a link, no permission), too big, nested too deep or not a JSON object:
     records edited or broken by hand must not turn a status into a traceback."""
-    data, _ = read_record_bytes(path, limit)
+    return read_json_dict_present(path, limit)[0]
+
+
+def read_json_dict_present(path: str | Path, limit: int = MAX_RECORD_BYTES) -> tuple[dict[str, Any] | None, bool]:
+    """read_json_dict's object, and whether anything is there by that name (a link, a
+    directory or an unreadable file included, as ``os.path.lexists`` says): one open
+    answers both."""
+    data, why = read_record_bytes(path, limit)
     if data is None:
-        return None
+        return None, why != ""
     obj, _ = loads_bounded(data)
-    return obj if isinstance(obj, dict) else None
+    return (obj if isinstance(obj, dict) else None), True
 
 
 def file_sha256(path: str | Path) -> str:

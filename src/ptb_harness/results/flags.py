@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.core.cell_files import JUDGEMENT, JUDGEMENT_OVERRIDE, JudgementOverride
-from ptb_harness.core.records import read_json_dict
+from ptb_harness.core.records import read_json_dict_present
 from ptb_harness.judging.verdict import COUNTABLE_VERDICTS, PTB_LOOKUP
 
 #: the verdicts an override may set (the general-anomaly one too: it is shown, never counted)
@@ -170,15 +170,17 @@ def judgement_flag(
     )
 
 
-def cell_flag(cell_dir: Path, judge_enabled: bool, counted: Sequence[str] = COUNTABLE_VERDICTS) -> Flag | None:
+def cell_flag(cell_dir: str | Path, judge_enabled: bool, counted: Sequence[str] = COUNTABLE_VERDICTS) -> Flag | None:
     """The verdict of one cell dir (reads judgement.json and judgement_override.json)."""
-    judgement_path, override_path = Path(cell_dir) / JUDGEMENT, Path(cell_dir) / JUDGEMENT_OVERRIDE
+    # strings, not Paths, and one open for judgement.json: status calls this for every scored cell
+    judgement, judgement_present = read_json_dict_present(os.path.join(cell_dir, JUDGEMENT))
+    override_path = os.path.join(cell_dir, JUDGEMENT_OVERRIDE)
     override_present = os.path.lexists(override_path)
     return judgement_flag(
-        read_json_dict(judgement_path),
+        judgement,
         judge_enabled,
         counted=counted,
-        judgement_present=os.path.lexists(judgement_path),
+        judgement_present=judgement_present,
         override=JudgementOverride.read(override_path) if override_present else None,
         override_present=override_present,
     )
