@@ -426,12 +426,12 @@ def test_cells_on_a_local_disk_are_read_by_one_thread_in_order(tmp_path):
 
 def test_cells_whose_reads_wait_are_read_by_a_pool_in_order(tmp_path):
     """Reads that block (a network filesystem's round trips, here a sleep) go to the pool
-    after the first chunk; the results keep the cells' order."""
+    after the first two chunks (the second one timed); the results keep the cells' order."""
     dirs = _cells(tmp_path, 300)
     read, threads = _reader(tmp_path, wait_s=0.002)
     out = map_cells(read, dirs)
     assert out == [(tmp_path / d / "metrics.json").read_text() for d in dirs]
-    assert len(set(threads)) > 1 and threads[:64] == [threading.get_ident()] * 64
+    assert len(set(threads)) > 1 and threads[:128] == [threading.get_ident()] * 128
     assert map_cells(read, []) == []
 
 

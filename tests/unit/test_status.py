@@ -104,3 +104,61 @@ def test_status_prints_agent_text_as_one_escaped_line(tmp_path: Path):
     data = json.loads(subprocess.run([*base, "--json"], capture_output=True, check=True).stdout)
     evidence = data["cells"][0]["evidence"]
     assert HOSTILE_NAME.replace("\udcff", "\ufffd") in evidence  # the text itself, valid Unicode
+
+
+def _scored_campaign(tmp_path: Path, runs: int):
+    """A campaign of ``runs`` cells, each scored (solve.json, metrics.json, evaluate.json)."""
+    make_workdir(tmp_path, campaign_config(runs=list(range(1, runs + 1))))
+    campaign = load_config_files(tmp_path)
+    solved = {"status": "exited", "exit_code": 0, "final_model_files": 1, "description": "exited with code 0"}
+    dirs = []
+    for run in range(1, runs + 1):
+        d = campaign.cell_dir(Cell("exit0", "fake", "m1", "0.0005", 0, run))
+        d.mkdir(parents=True)
+        files = {"solve.json": solved, "metrics.json": {"accuracy": 0.5}, "evaluate.json": VOUCHED}
+        for name, record in files.items():
+            (d / name).write_text(json.dumps(record))
+        dirs.append(d)
+    return campaign, dirs
+
+
+def test_status_is_the_same_with_its_index_without_it_and_after_cells_change_under_it(tmp_path: Path):
+    """The index serves a scored cell only while the files it was read from keep their
+    identity: a record rewritten in place with the same size and mtime (its ctime moves),
+    a judgement added, a metrics.json removed, a broken index: each time status with the
+    index equals status without it."""
+    import os
+    import time
+
+    from ptb_harness.results.status import campaign_status
+    from ptb_harness.results.status_index import STATUS_INDEX
+
+    campaign, dirs = _scored_campaign(tmp_path, 6)
+
+    def both() -> list[dict]:
+        with_index = [s.as_dict() for s in campaign_status(campaign)]
+        assert with_index == [s.as_dict() for s in campaign_status(campaign, use_index=False)]
+        return with_index
+
+    first = both()
+    assert (campaign.results_dir / STATUS_INDEX).is_file() and {s["outcome"] for s in first} == {"scored"}
+    assert both() == first  # served from the index
+    # rewritten in place: same size, mtime set back (the ctime cannot be)
+    metrics = dirs[0] / "metrics.json"
+    st = metrics.stat()
+    time.sleep(0.01)
+    with open(metrics, "r+") as f:
+        f.write(json.dumps({"accuracy": 0.7}))
+    os.utime(metrics, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert metrics.stat().st_size == st.st_size and metrics.stat().st_mtime_ns == st.st_mtime_ns
+    after = both()
+    assert after[0]["outcome"] != "scored" and after[1:] == first[1:]
+    # a judgement that flags a cell; a metrics.json gone
+    (dirs[1] / "judgement.json").write_text(json.dumps({"verdict": "flagged"}))
+    (dirs[2] / "metrics.json").unlink()
+    after = both()
+    assert after[1]["flag"] and after[2]["outcome"] != "scored" and after[3:] == first[3:]
+    # a broken index is ignored and rewritten
+    (campaign.results_dir / STATUS_INDEX).write_text("{not json")
+    assert both() == after
+    assert json.loads((campaign.results_dir / STATUS_INDEX).read_text())["cells"]

@@ -34,6 +34,7 @@ from ptb_harness.results.outcome import (
     map_cells,
     marks_legend,
 )
+from ptb_harness.results.status_index import StatusIndex, index_key, sources_sig
 from ptb_harness.runtime.scheduler import live_slurm_jobs
 
 
@@ -73,10 +74,14 @@ class CellStatus:
         }
 
 
-def campaign_status(campaign: Campaign, alive: Liveness | None = None, spend: bool = False) -> list[CellStatus]:
+def campaign_status(
+    campaign: Campaign, alive: Liveness | None = None, spend: bool = False, use_index: bool = True
+) -> list[CellStatus]:
     """The outcome of every cell (with ``spend``, what its LLM gateways metered); a record
     of a running stage is checked against this host's processes and (asked once, only if
-    needed) Slurm's queue."""
+    needed) Slurm's queue. A scored cell whose records are as the status index saw them
+    last is taken from it (``use_index``; not with ``spend``), and the index is written
+    back (``results.status_index``)."""
     results = campaign.settings.paths.results_dir_text
     root = str(campaign.results_dir)  # resolved once, not per cell
     alive = alive or local_liveness(live_slurm_jobs)
@@ -85,25 +90,37 @@ def campaign_status(campaign: Campaign, alive: Liveness | None = None, spend: bo
     cells = list(campaign.cells())
     rels = [cell_dir_rel(cell.wildcards) for cell in cells]
     cells_by_rel = dict(zip(rels, cells, strict=True))
+    key = index_key({"judged": judged, "counted": list(counted)})
+    index = StatusIndex(root, key) if use_index and not spend else None
 
     def read(rel: str) -> CellStatus:
         cell_dir = os.path.join(root, rel)
+        sig = sources_sig(cell_dir) if index is not None else None  # before the records are read
+        kept = index.lookup(rel, sig) if index is not None else None
+        if kept is not None:
+            return CellStatus(cells_by_rel[rel], target=f"{results}/{rel}/{METRICS}", **kept)
         outcome, evidence, rec = cell_outcome(cell_dir, alive, all_records=False)
         flag = cell_flag(cell_dir, judged, counted) if outcome == "scored" else None
-        return CellStatus(
-            cells_by_rel[rel],
-            outcome,
-            evidence,
-            f"{results}/{rel}/{METRICS}",
-            flag=flag.reason if flag else "",
-            flag_justification=flag.justification if flag else "",
-            metrics_present=any(v is not None for v in (rec.metrics, rec.metrics_sha256, rec.metrics_problem)),
-            ptb_lookup=(flag.ptb_lookup_justification or "the PTB-lookup verdict") if flag and flag.ptb_lookup else "",
-            override=flag.override if flag else "",
-            spend=cell_spend(cell_dir) if spend else None,
-        )
+        fields = {
+            "outcome": outcome,
+            "evidence": evidence,
+            "flag": flag.reason if flag else "",
+            "flag_justification": flag.justification if flag else "",
+            "metrics_present": any(v is not None for v in (rec.metrics, rec.metrics_sha256, rec.metrics_problem)),
+            "ptb_lookup": (flag.ptb_lookup_justification or "the PTB-lookup verdict")
+            if flag and flag.ptb_lookup
+            else "",
+            "override": flag.override if flag else "",
+        }
+        if index is not None and outcome == "scored":
+            index.keep(rel, sig, fields)
+        spent = cell_spend(cell_dir) if spend else None
+        return CellStatus(cells_by_rel[rel], target=f"{results}/{rel}/{METRICS}", spend=spent, **fields)
 
-    return map_cells(read, rels)
+    statuses = map_cells(read, rels)
+    if index is not None:
+        index.save(rels)
+    return statuses
 
 
 def counts(statuses: list[CellStatus]) -> dict[str, int]:

@@ -1,0 +1,123 @@
+"""The status index: what status found of each scored cell, keyed by the identity of the
+files it read it from, so that a second status of an unchanged campaign looks the files
+up instead of reading and classifying them.
+
+One JSON file in the results dir (``STATUS_INDEX``), written atomically by status and
+never trusted over the files: an entry serves only while every file it was read from
+(``SOURCES``) has the same inode, size, mtime and ctime as when it was read, and the
+whole index serves only for the harness code and the settings it was written with (its
+``key``). Only scored cells are kept: a scored cell's status depends on those files
+alone, where a running or pending one's depends on processes and time.
+
+The identity is taken before the files are read, so a record rewritten during the read
+leaves an entry that no longer matches. The limit: a file rewritten in place with the
+same inode and size within the filesystem's timestamp granularity (its mtime and ctime
+unchanged) is not seen as changed; the harness writes every record through a rename (a
+new inode), and an edit by hand changes the ctime, which no process can set back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ptb_harness.core.cell_files import EVALUATE, JUDGEMENT, JUDGEMENT_OVERRIDE, METRICS, SOLVE
+from ptb_harness.core.records import atomic_write_text
+
+#: the index's file in the results dir
+STATUS_INDEX = ".status-index.json"
+#: the files a scored cell's status is read from: their identity keys its entry
+SOURCES = (METRICS, EVALUATE, SOLVE, JUDGEMENT, JUDGEMENT_OVERRIDE)
+#: the modules whose code decides a cell's status: a change to any makes a new index
+_DECIDING = (
+    "ptb_harness.results.status",
+    "ptb_harness.results.outcome",
+    "ptb_harness.results.flags",
+    "ptb_harness.results.status_index",
+    "ptb_harness.core.cell_files",
+    "ptb_harness.core.records",
+    "ptb_harness.judging.verdict",
+)
+_VERSION = 1
+
+#: a digest of a cell's sources as os.lstat saw them (each one's inode, size, mtime, ctime)
+Sig = str
+
+
+def sources_sig(cell_dir: str) -> Sig | None:
+    """The identity of a cell's SOURCES, or None where one could not be looked up."""
+    seen = []
+    for name in SOURCES:
+        try:
+            st = os.lstat(os.path.join(cell_dir, name))
+        except FileNotFoundError:
+            seen.append("-")
+            continue
+        except OSError:
+            return None
+        seen.append(f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+    return hashlib.blake2b("|".join(seen).encode(), digest_size=16).hexdigest()
+
+
+def index_key(settings: Mapping[str, Any]) -> str:
+    """What an index is valid for: this harness's deciding code and these settings."""
+    digest = hashlib.sha256(json.dumps([_VERSION, settings], sort_keys=True).encode())
+    for name in _DECIDING:
+        source = getattr(sys.modules.get(name), "__file__", None)
+        if source is None:
+            digest.update(f"{name}: not loaded".encode())
+            continue
+        with open(source, "rb") as f:
+            digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()
+
+
+def _read_index(path: Path) -> dict[str, Any]:
+    """The index file's object ({} if missing or broken): the harness's own file, read
+    without the records' depth walk (it is megabytes at 20,000 cells)."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class StatusIndex:
+    """The entries read from the index (those of its key only), and the entries of this
+    run, written back by ``save``."""
+
+    def __init__(self, results_dir: str | Path, key: str):
+        self.path = Path(results_dir) / STATUS_INDEX
+        self.key = key
+        data = _read_index(self.path)
+        cells = data.get("cells") if data.get("key") == key else None
+        self.entries: dict[str, Any] = cells if isinstance(cells, dict) else {}
+        self.fresh: dict[str, list[Any]] = {}
+
+    def lookup(self, rel: str, sig: Sig | None) -> dict[str, Any] | None:
+        """The status fields kept for a cell whose sources are still ``sig``."""
+        entry = self.entries.get(rel)
+        if sig is None or not isinstance(entry, list) or len(entry) != 2 or entry[0] != sig:
+            return None
+        self.fresh[rel] = entry
+        return entry[1] if isinstance(entry[1], dict) else None
+
+    def keep(self, rel: str, sig: Sig | None, fields: dict[str, Any]) -> None:
+        """A scored cell's status fields, read from sources whose identity was ``sig``."""
+        if sig is not None:
+            self.fresh[rel] = [sig, fields]
+
+    def save(self, rels: Sequence[str]) -> None:
+        """Write this run's entries (in the cells' order), where they differ from what was
+        read; a results dir that cannot be written keeps no index."""
+        cells = {rel: self.fresh[rel] for rel in rels if rel in self.fresh}
+        if cells == self.entries:
+            return
+        with contextlib.suppress(OSError):
+            atomic_write_text(self.path, json.dumps({"key": self.key, "cells": cells}, separators=(",", ":")))
