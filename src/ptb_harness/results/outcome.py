@@ -362,36 +362,40 @@ def cell_outcome(
 #: of them made status 2.9x slower than one: issue 39), so one thread reads there.
 READ_THREADS = 16
 _CHUNK = 64
+#: cells read by the calling thread to tell the filesystem: one (which also pays for what
+#: is done once: lazy imports, the first lookups), then these, their blocks counted
+_PROBE = 16
 
 
 def map_cells(read: Callable[[str], T], cell_dirs: Sequence[str], threads: int = READ_THREADS) -> list[T]:
-    """read(d) of every cell dir, in order. The first two chunks are read by this thread,
-    counting how often it blocked in the second (the first also pays for what is done
-    once: lazy imports, the first lookups); the rest by this thread too unless that
-    chunk's reads waited on the filesystem, else by a pool of ``threads`` (chunks of
-    cells, so that 20,000 cells are not 20,000 futures)."""
-    chunks = [cell_dirs[i : i + _CHUNK] for i in range(0, len(cell_dirs), _CHUNK)]
+    """read(d) of every cell dir, in order. The first 1 + _PROBE cells are read by this
+    thread, counting how often the _PROBE blocked (the first also pays for what is done
+    once); the rest by this thread too unless those reads waited on the filesystem, else
+    by a pool of ``threads`` (chunks of cells, so that 20,000 cells are not 20,000
+    futures)."""
 
     def read_chunk(chunk: Sequence[str]) -> list[T]:
         return [read(d) for d in chunk]
 
-    first = [r for chunk in chunks[:1] for r in read_chunk(chunk)]
+    first = read_chunk(cell_dirs[:1])
     blocked = _blocked()
-    first += [r for chunk in chunks[1:2] for r in read_chunk(chunk)]
+    first += read_chunk(cell_dirs[1 : 1 + _PROBE])
     blocked = _blocked() - blocked
-    rest = chunks[2:]
-    if threads <= 1 or not rest or not waits_on_the_filesystem(blocked, len(chunks[1])):
-        return first + [r for chunk in rest for r in read_chunk(chunk)]
+    rest = cell_dirs[1 + _PROBE :]
+    chunks = [rest[i : i + _CHUNK] for i in range(0, len(rest), _CHUNK)]
+    if threads <= 1 or len(chunks) < 2 or not waits_on_the_filesystem(blocked, _PROBE):
+        return first + read_chunk(rest)
     with ThreadPoolExecutor(threads, thread_name_prefix="cells") as pool:
-        return first + [r for part in pool.map(read_chunk, rest) for r in part]
+        return first + [r for part in pool.map(read_chunk, chunks) for r in part]
 
 
 def waits_on_the_filesystem(blocked: int, cells: int) -> bool:
     """Whether reading ``cells`` cells that blocked ``blocked`` times waited on the
-    filesystem: a network filesystem's round trips (or a cold disk) block a reader about
-    once a file, the page cache never. Counted in blocks, not time, so a CPU busy with
-    other work does not look like a slow filesystem."""
-    return blocked >= cells / 2
+    filesystem: a network filesystem's round trips (or a cold disk) block a reader at
+    every file it looks up or reads, several a cell; the page cache about once in 45 cells
+    (measured). Counted in blocks, not time, so a CPU busy with other work does not look
+    like a slow filesystem."""
+    return blocked >= 2 * cells
 
 
 def _blocked() -> int:

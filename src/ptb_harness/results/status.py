@@ -91,7 +91,8 @@ def campaign_status(
     rels = [cell_dir_rel(cell.wildcards) for cell in cells]
     cells_by_rel = dict(zip(rels, cells, strict=True))
     key = index_key({"judged": judged, "counted": list(counted)})
-    index = StatusIndex(root, key) if use_index and not spend else None
+    # a results dir status cannot write keeps no index: looking its sources up would be for nothing
+    index = StatusIndex(root, key) if use_index and not spend and os.access(root, os.W_OK) else None
 
     def read(rel: str) -> CellStatus:
         cell_dir = os.path.join(root, rel)
