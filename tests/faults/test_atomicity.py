@@ -70,10 +70,15 @@ def test_sigkill_of_the_evaluate_stage_at_random_points(tmp_path):
     (cell / "final_model").mkdir(parents=True)
     (cell / "final_model" / "config.json").write_text("{}")
     (cell / "solve.json").write_text(json.dumps({"final_model_files": 1, "description": "exited with code 0"}))
-    # one clean run: how long the stage takes, and the bytes a complete metrics.json has
-    t0 = time.monotonic()
-    subprocess.run([sys.executable, "-c", DRIVER, str(root), str(cell)], check=True, capture_output=True)
-    full = time.monotonic() - t0
+    # clean runs: how long the stage takes, and the bytes a complete metrics.json has; the
+    # shortest of two, since the first also pays for cold caches (and on a loaded machine a
+    # long first run aimed every kill past the write)
+    runs = []
+    for _ in range(2):
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-c", DRIVER, str(root), str(cell)], check=True, capture_output=True)
+        runs.append(time.monotonic() - t0)
+    full = min(runs)
     expected = hashlib.sha256((cell / "metrics.json").read_bytes()).hexdigest()
     rng = random.Random(8)
     seen = {"absent": 0, "complete": 0}
