@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
 
@@ -73,17 +74,27 @@ def test_nothing_the_program_started_outlives_it(escape):
 
 
 def test_no_network_no_scorer_files_no_parent_to_signal():
-    code = (
-        "import socket, os\n"
-        "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=2); print('NET')\n"
-        "except OSError as e:\n    print('nonet', e.errno)\n"
-        "print(sorted(os.environ))\n"
-        "print('ppid', os.getppid())\n"
-    )
-    res = run_python(code, FAST)
+    # a listener on this machine's loopback, in the test's own network namespace: the
+    # program, in a namespace of its own, must not reach it (only loopback is ever targeted)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        code = (
+            "import socket, os\n"
+            f"try:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2); print('NET')\n"
+            "except OSError as e:\n    print('nonet', e.errno)\n"
+            "print(sorted(os.environ))\n"
+            "print('ppid', os.getppid())\n"
+        )
+        res = run_python(code, FAST)
+        listener.setblocking(False)
+        try:
+            listener.accept()[0].close()
+            reached = True
+        except BlockingIOError:
+            reached = False
     assert res.exit_code == 0, res.stderr
     if any(a.startswith("network:none") for a in res.applied):
-        assert "nonet" in res.stdout
+        assert "nonet" in res.stdout and not reached
     # a clean environment: no HF token, no scorer variables reach the program
     assert "HF_HOME" not in res.stdout and "PATH" in res.stdout
     if any(a.startswith("pids:own") for a in res.applied):
