@@ -162,3 +162,47 @@ def test_status_is_the_same_with_its_index_without_it_and_after_cells_change_und
     (campaign.results_dir / STATUS_INDEX).write_text("{not json")
     assert both() == after
     assert json.loads((campaign.results_dir / STATUS_INDEX).read_text())["cells"]
+
+
+def test_an_index_edited_by_hand_is_a_miss_never_a_crash_or_a_status(tmp_path: Path):
+    """Entries under the current key whose fields are not exactly status's (an unknown
+    field, a missing one, a wrong type, an outcome other than scored), an index that is a
+    link to another file or nested past the parser's depth: each is read as no entry, and
+    status equals status without the index, with no traceback."""
+    import os
+
+    from ptb_harness.results.status import campaign_status
+    from ptb_harness.results.status_index import STATUS_INDEX
+
+    campaign, _ = _scored_campaign(tmp_path, 5)
+    index_path = campaign.results_dir / STATUS_INDEX
+    plain = [s.as_dict() for s in campaign_status(campaign, use_index=False)]
+    assert [s.as_dict() for s in campaign_status(campaign)] == plain  # writes the index
+    written = json.loads(index_path.read_text())
+    rels = list(written["cells"])
+    assert len(rels) == 5
+    forged = json.loads(index_path.read_text())
+    edits = [
+        lambda f: f.update(target="/etc/passwd"),  # a field CellStatus has but the index may not set
+        lambda f: f.pop("evidence"),
+        lambda f: f.update(metrics_present="yes"),
+        lambda f: f.update(outcome="agent_failed"),
+        lambda f: f.update(flag=["contamination"]),
+    ]
+    for rel, edit in zip(rels, edits, strict=True):
+        edit(forged["cells"][rel][1])
+    index_path.write_text(json.dumps(forged))
+    assert [s.as_dict() for s in campaign_status(campaign)] == plain
+    # and the index is rewritten with the cells' true fields
+    assert json.loads(index_path.read_text())["cells"] == written["cells"]
+
+    # a link: not followed (the file it names could be anything), status as without it
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps(forged))
+    index_path.unlink()
+    os.symlink(elsewhere, index_path)
+    assert [s.as_dict() for s in campaign_status(campaign)] == plain
+    # nested past the parser's depth
+    index_path.unlink()
+    index_path.write_text("[" * 100_000 + "]" * 100_000)
+    assert [s.as_dict() for s in campaign_status(campaign)] == plain

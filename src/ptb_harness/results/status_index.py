@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ptb_harness.core.cell_files import EVALUATE, JUDGEMENT, JUDGEMENT_OVERRIDE, METRICS, SOLVE
-from ptb_harness.core.records import atomic_write_text
+from ptb_harness.core.records import atomic_write_text, read_record_bytes
 
 #: the index's file in the results dir
 STATUS_INDEX = ".status-index.json"
@@ -45,6 +45,18 @@ _DECIDING = (
     "ptb_harness.judging.verdict",
 )
 _VERSION = 1
+#: the index may be this big (20,000 cells take about 6 MB): a bigger one is not read
+MAX_INDEX_BYTES = 256 * 1024 * 1024
+#: the status fields an entry holds, and each one's type: an entry with any other serves not
+FIELDS: dict[str, type] = {
+    "outcome": str,
+    "evidence": str,
+    "flag": str,
+    "flag_justification": str,
+    "ptb_lookup": str,
+    "override": str,
+    "metrics_present": bool,
+}
 
 #: a digest of a cell's sources as os.lstat saw them (each one's inode, size, mtime, ctime)
 Sig = str
@@ -79,13 +91,28 @@ def index_key(settings: Mapping[str, Any]) -> str:
 
 
 def _read_index(path: Path) -> dict[str, Any]:
-    """The index file's object ({} if missing or broken): the harness's own file, read
-    without the records' depth walk (it is megabytes at 20,000 cells)."""
+    """The index file's object ({} if missing, a link, too big or broken): read as the
+    records are (no link followed, bounded) but without their depth walk (it is megabytes
+    at 20,000 cells; a too-deep one raises RecursionError, caught)."""
+    raw, _ = read_record_bytes(path, MAX_INDEX_BYTES)
+    if raw is None:
+        return {}
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _valid_fields(fields: Any) -> bool:
+    """An entry's fields are exactly FIELDS, each of its type, and of a scored cell (the
+    only ones kept): anything else (an index edited or damaged) is looked up as a miss."""
+    return (
+        isinstance(fields, dict)
+        and fields.keys() == FIELDS.keys()
+        and all(type(fields[name]) is kind for name, kind in FIELDS.items())
+        and fields["outcome"] == "scored"
+    )
 
 
 class StatusIndex:
@@ -105,8 +132,10 @@ class StatusIndex:
         entry = self.entries.get(rel)
         if sig is None or not isinstance(entry, list) or len(entry) != 2 or entry[0] != sig:
             return None
+        if not _valid_fields(entry[1]):
+            return None
         self.fresh[rel] = entry
-        return entry[1] if isinstance(entry[1], dict) else None
+        return entry[1]
 
     def keep(self, rel: str, sig: Sig | None, fields: dict[str, Any]) -> None:
         """A scored cell's status fields, read from sources whose identity was ``sig``."""
