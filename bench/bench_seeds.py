@@ -4,7 +4,7 @@ transformers floor that loads the model once and generates the same requests the
 way for every seed, in one run (interleaved, medians).
 
     python bench/bench_seeds.py [--model DIR | --model-size tiny|1b] [--hf-home DIR]
-                                [--device cpu|cuda] [--repeats 3] [--limit 2]
+                                [--device cpu|cuda] [--repeats 3] [--limit 2] [--questions N]
                                 [--max-tokens 16] [--sdpa-kernels flash,efficient,math]
                                 [--no-single-seed-attempts] [--out FILE]
 
@@ -20,7 +20,9 @@ Without --model a random Llama 3-shaped model is built (tests/scorer/family_mode
 by default, where the fixed costs (imports, inspect's eval, process starts) dominate, or of a
 base model's size (``--model-size 1b``, on a GPU), where the load and generation cost what a
 real base model's do;
-without --hf-home the tests' fixture data is written (tests/scorer_fixtures.py).
+without --hf-home the tests' fixture data is written (tests/scorer_fixtures.py), its three
+gsm8k test questions, or ``--questions N`` of them (made up in the fixture's shape: a
+realistic attempt has 50 or more).
 ``--device cpu`` hides the GPUs from both (CUDA_VISIBLE_DEVICES=""); ``cuda``: the first.
 """
 
@@ -79,20 +81,50 @@ print(json.dumps({"import": t_import - t0, "load": t_load - t_import, "per_seed"
 """
 
 
+def gsm8k_test_rows(questions: int | None) -> list[dict[str, str]]:
+    """The fixture's gsm8k test rows, or ``questions`` rows: the fixture's, then made-up ones
+    in their shape (a question, a worked answer ending in ``#### <number>``)."""
+    from scorer_fixtures import GSM8K_TEST
+
+    if questions is None:
+        return list(GSM8K_TEST)
+    made_up = [
+        {
+            "question": f"A farm has {3 * i + 4} cows and sells {i} of them, then buys {2 * i + 1}. How many cows now?",
+            "answer": f"{3 * i + 4} - {i} + {2 * i + 1} = {4 * i + 5}\n#### {4 * i + 5}",
+        }
+        for i in range(1, max(0, questions - len(GSM8K_TEST)) + 1)
+    ]
+    return (list(GSM8K_TEST) + made_up)[:questions]
+
+
+def write_gsm8k_cache(hf_home: Path, rows: list[dict[str, str]]) -> Path:
+    """An offline HF home whose openai/gsm8k has the fixture's train rows and these test rows."""
+    from scorer_fixtures import GSM8K_TRAIN, HF_FIXTURES, write_hf_datasets
+
+    hf_path, config_dir, _ = HF_FIXTURES["gsm8k"]
+    write_hf_datasets(hf_home / "datasets", [(hf_path, config_dir, {"train": GSM8K_TRAIN, "test": rows})])
+    return hf_home
+
+
 def floor_spec(
-    model: Path, limit: int, max_tokens: int, seeds: tuple[int, ...], path: Path, kernels: tuple[str, ...]
+    model: Path,
+    rows: list[dict[str, str]],
+    max_tokens: int,
+    seeds: tuple[int, ...],
+    path: Path,
+    kernels: tuple[str, ...],
 ) -> None:
-    """The requests the scorer sends (gsm8k's 10-shot system message and prompt over the
-    fixture's test questions, as ptb_scorer builds the task), rendered by the same chat
-    template, and each request's seed for every run seed."""
+    """The requests the scorer sends (gsm8k's 10-shot system message and prompt over these
+    test rows, as ptb_scorer builds the task), rendered by the same chat template, and each
+    request's seed for every run seed."""
     from inspect_evals.gsm8k.gsm8k import MATH_PROMPT_TEMPLATE, record_to_sample, sample_to_fewshot
-    from scorer_fixtures import GSM8K_TEST, GSM8K_TRAIN
+    from scorer_fixtures import GSM8K_TRAIN
 
     from ptb_scorer.chat_template import model_templates
     from ptb_scorer.seeds import request_seed
 
     system = "\n\n".join(sample_to_fewshot(record_to_sample(r)) for r in GSM8K_TRAIN[:10])
-    rows = GSM8K_TEST[:limit]
     messages = [
         [
             {"role": "system", "content": system},
@@ -229,6 +261,7 @@ def measure(args: argparse.Namespace, work: Path, env: dict, spec: Path) -> dict
         # both whole processes: their imports, load and every seed's generation
         "ratio_one_attempt_over_floor_process": round(med(one, "total") / med(floor, "total"), 2),
         "same_answers_as_floor": mine == floor[0]["answers"],
+        "scorer_answers": mine,
         "answer_chars_agreeing_with_floor": agreement(mine, floor[0]["answers"]),
         "device": floor[0]["device"],
         "runs": {
@@ -247,6 +280,7 @@ def main() -> None:
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--limit", type=int, default=2)
+    ap.add_argument("--questions", type=int, help="gsm8k test questions in the data (default: the fixture's 3)")
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument(
         "--sdpa-kernels",
@@ -262,15 +296,16 @@ def main() -> None:
         from family_models import build_family_model
 
         args.model = build_family_model("llama3", work / args.model_size, args.model_size)
+    rows = gsm8k_test_rows(args.questions)
+    if args.limit > len(rows):
+        raise SystemExit(f"--limit {args.limit}: the data has {len(rows)} gsm8k test questions (--questions)")
     if args.hf_home is None:
-        from scorer_fixtures import write_fixture_cache
-
-        args.hf_home = write_fixture_cache(work / "hf", ("gsm8k",))
+        args.hf_home = write_gsm8k_cache(work / "hf", rows)
     env = environment(args.hf_home, work, args.device)
     kernels = tuple(args.sdpa_kernels.split(","))
     env[SDPA_KERNELS_ENV] = ",".join(kernels)
     spec = work / "floor.json"
-    floor_spec(args.model, args.limit, args.max_tokens, FINAL_EVAL_SEEDS, spec, kernels)
+    floor_spec(args.model, rows[: args.limit], args.max_tokens, FINAL_EVAL_SEEDS, spec, kernels)
     result = {
         "model": str(args.model),
         "model_size": args.model_size if built else None,

@@ -6,7 +6,8 @@
 #     bash tests/gpu/device_attention.sh attempts-tiny # the same with the tiny model
 #
 # (BENCH_LIMIT, BENCH_MAX_TOKENS, PROBE_TOKENS, PROBE_SIZES: the questions, tokens and model sizes;
-# defaults 3, 64, 64, "1b tiny".)
+# defaults 3, 64, 64, "1b tiny"; BENCH_KERNEL_SETS: the attempts' kernel sets, default the scorer's
+# and the same with cuDNN, whose answers are then compared: kernel_parity_<size>.json.)
 # The packages the machine lacks come from .carry/site.tar.xz as for tests/gpu/device_seeds.sh
 # (inspect_ai, inspect_evals, datasets and their closure for its Python 3.12; torch and
 # transformers are the machine's own). Output lands in $OUT (default ./gpu-out).
@@ -34,10 +35,25 @@ case $what in
         done ;;
     attempts | attempts-tiny)
         size=1b; [ "$what" = attempts-tiny ] && size=tiny
-        for kernels in flash,efficient,math flash,efficient,math,cudnn; do
-            timeout 280 $PY bench/bench_seeds.py --device cuda --model-size "$size" --repeats 1 --limit "$limit" \
-                --max-tokens "$tokens" --sdpa-kernels "$kernels" --no-single-seed-attempts \
+        sets=${BENCH_KERNEL_SETS:-flash,efficient,math flash,efficient,math,cudnn}
+        for kernels in $sets; do
+            timeout 560 $PY bench/bench_seeds.py --device cuda --model-size "$size" --repeats 1 --limit "$limit" \
+                --questions "$limit" --max-tokens "$tokens" --sdpa-kernels "$kernels" --no-single-seed-attempts \
                 --out "$OUT/seeds_${size}_$(echo "$kernels" | tr , -).json" | grep -v -e WARNING -e '^{'
-        done ;;
+        done
+        # the same model's answers under each kernel set: how many differ (sampled near-ties may flip)
+        $PY - "$OUT" "$size" <<'PY'
+import json, sys
+from pathlib import Path
+out, size = Path(sys.argv[1]), sys.argv[2]
+runs = {p.stem.split("_", 2)[2]: json.loads(p.read_text())["scorer_answers"] for p in sorted(out.glob(f"seeds_{size}_*.json"))}
+if len(runs) >= 2:
+    (a, ans_a), (b, ans_b) = list(runs.items())[:2]
+    differ = sorted(k for k in ans_a.keys() | ans_b.keys() if ans_a.get(k) != ans_b.get(k))
+    parity = {"kernel_sets": [a, b], "answers": len(ans_a.keys() | ans_b.keys()), "differ": len(differ), "differing": differ}
+    (out / f"kernel_parity_{size}.json").write_text(json.dumps(parity, indent=2) + "\n")
+    print("kernel parity", json.dumps({k: v for k, v in parity.items() if k != "differing"}))
+PY
+        ;;
     *) echo "device_attention.sh: probe, attempts or attempts-tiny" >&2; exit 2 ;;
 esac

@@ -38,7 +38,8 @@ def main() -> None:
     for max_tokens in (32, 2, 128):
         run = bench_seeds.run_scorer(model, env, 1, max_tokens, seeds, work / f"one-{max_tokens}.json")
         print(max_tokens, json.dumps(run), flush=True)
-    bench_seeds.floor_spec(model, 1, 128, seeds, work / "floor.json", bench_seeds.DEFAULT_SDPA_KERNELS)
+    rows = bench_seeds.gsm8k_test_rows(None)[:1]
+    bench_seeds.floor_spec(model, rows, 128, seeds, work / "floor.json", bench_seeds.DEFAULT_SDPA_KERNELS)
     floor = bench_seeds.run_floor(work / "floor.json", env)
     print("floor128", json.dumps({k: floor[k] for k in ("total", "import", "load", "per_seed")}), flush=True)
 
