@@ -13,8 +13,11 @@ kernel set (``engine.use_sdpa_kernels``: the default, and the default plus cudnn
   the process's one generating thread);
 - ``bare_cold_on_thread``: ``bare_cold`` on that generating thread, the main thread
   waiting (what the thread costs);
-- ``bare_cold_as_inspect``: ``bare_cold`` with the keyword arguments inspect's provider
-  passed the scorer's generate (its stopping criteria, ``return_dict_in_generate``).
+- ``bare_cold_as_inspect``: ``bare_cold`` with the keyword arguments the scorer's generate
+  was passed (inspect's stopping criteria; since ``hf_backend.sequences_only``, no
+  ``return_dict_in_generate``);
+- ``bare_cold_with_dict``: ``bare_cold`` with ``return_dict_in_generate=True``, as inspect
+  asks for it (what ``sequences_only`` saves).
 
 Every generate is forced to exactly ``--tokens`` new tokens. A decoded token's cost is the
 median interval between consecutive forward calls after the prefill (a forward pre-hook).
@@ -117,11 +120,15 @@ def main() -> None:  # noqa: C901  (one probe, its variants sharing one loaded m
     def bare_cold_as_inspect() -> None:
         bare_cold(**{k: v for k, v in inspect_kwargs.items() if k not in ("seen", "min_new_tokens")})
 
+    def bare_cold_with_dict() -> None:
+        bare_cold(return_dict_in_generate=True)
+
     variants = {
         "bare_cold": bare_cold,
         "scorer": scorer,
         "bare_cold_on_thread": bare_cold_on_thread,
         "bare_cold_as_inspect": bare_cold_as_inspect,
+        "bare_cold_with_dict": bare_cold_with_dict,
     }
     scorer()  # warm-up: CUDA's start, inspect's imports; and the prompt captured
     print("inspect's generate kwargs:", {k: repr(v)[:120] for k, v in inspect_kwargs.items()}, flush=True)
