@@ -173,3 +173,25 @@ def test_a_network_that_cannot_be_set_up_stops_the_sandbox_before_its_command(tm
     assert res.returncode == slirp.NETWORK_FAILED
     assert res.stderr.strip() == "[harness] network: cannot route the host's addresses away (ip failed)"
     assert not marker.exists()
+
+
+def test_a_set_up_that_raises_still_stops_the_sandbox_before_its_command(tmp_path):
+    # bwrap's --block-fd takes the end of file of a launcher that died as "go": any error
+    # while setting up (here a helper that cannot even be started) must stop the sandbox
+    marker = tmp_path / "job/home/ran"
+    for made in ("job/home/task", "job/tmp"):
+        (tmp_path / made).mkdir(parents=True)
+    request = LaunchRequest(
+        role="agent",
+        command=["/bin/sh", "-c", "echo > /home/ben/ran"],
+        job_home=tmp_path / "job/home",
+        job_tmp=tmp_path / "job/tmp",
+        workdir="task",
+        env={},
+    )
+    argv = Sandbox(site(network="internet"), {"PATH": os.environ["PATH"]}).launch(request).argv
+    argv[argv.index("--nsenter") + 1] = str(tmp_path / "no-such-nsenter")
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert res.returncode == slirp.NETWORK_FAILED, res.stderr
+    assert res.stderr.strip().startswith("[harness] network: set-up failed (FileNotFoundError:"), res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not marker.exists()

@@ -161,12 +161,16 @@ def _start_routes(tools: dict[str, str], ns: tuple[int, int], box: _Sandbox) -> 
     argv = [tools["nsenter"], f"--user=/proc/self/fd/{user_fd}", f"--net=/proc/self/fd/{net_fd}"]
     argv += ["--preserve-credentials", tools["ip"], "-batch", "-"]
     log = os.memfd_create("ip")
-    r, w = os.pipe()
-    pid = _spawn(argv, keep=ns, stdin=r, out=log)
+    # the batch from a file, not a pipe: an `ip` that ends before reading it (refused, or
+    # not `ip` at all) then costs no EPIPE here, only its exit status
+    batch_fd = os.memfd_create("ip-batch")
+    os.write(batch_fd, batch)
+    os.lseek(batch_fd, 0, os.SEEK_SET)
+    try:
+        pid = _spawn(argv, keep=ns, stdin=batch_fd, out=log)
+    finally:
+        os.close(batch_fd)
     box.helpers.append(pid)
-    os.close(r)
-    os.write(w, batch)  # a few lines: far below a pipe's buffer
-    os.close(w)
     return pid, log
 
 
@@ -228,8 +232,12 @@ def run(tools: dict[str, str], bwrap_argv: list[str]) -> None:
     if pid is None:  # bwrap failed before its child (its message is on stderr)
         _end_as(_wait(bwrap) or 0)
     box = _Sandbox(bwrap, pid)
-    box.wait_for_uid_map()
-    slirp, exit_w = _network(tools, box)
+    try:
+        box.wait_for_uid_map()
+        slirp, exit_w = _network(tools, box)
+    except Exception as error:  # any failure here: the command must never start
+        # (block_w closes as this process ends, and bwrap takes that end of file as "go")
+        box.fail(f"set-up failed ({type(error).__name__}: {error})")
     os.write(block_w, b"1")  # the command starts now
     os.close(block_w)
     status = _wait(bwrap) or 0
