@@ -236,7 +236,9 @@ def read_yaml_mapping(path: str | Path, key: str) -> dict[str, Any]:
 
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        # libyaml's loader where PyYAML was built with it: the same safe subset, ~10x
+        # faster (the config schema alone took 0.14 s of every status)
+        data = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except FileNotFoundError:
         raise ConfigError(f"{key}: file {p} not found") from None
     except yaml.YAMLError as e:
