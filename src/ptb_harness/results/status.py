@@ -95,11 +95,11 @@ def campaign_status(
     index = StatusIndex(root, key) if use_index and not spend and os.access(root, os.W_OK) else None
 
     def read(rel: str) -> CellStatus:
-        cell_dir = os.path.join(root, rel)
-        sig = sources_sig(cell_dir) if index is not None else None  # before the records are read
-        kept = index.lookup(rel, sig) if index is not None else None
+        cell_dir = f"{root}/{rel}"
+        kept = index.lookup(rel, cell_dir) if index is not None else None
         if kept is not None:
             return CellStatus(cells_by_rel[rel], target=f"{results}/{rel}/{METRICS}", **kept)
+        signed = sources_sig(cell_dir) if index is not None else None  # before the records are read
         outcome, evidence, rec = cell_outcome(cell_dir, alive, all_records=False)
         flag = cell_flag(cell_dir, judged, counted) if outcome == "scored" else None
         fields = {
@@ -114,7 +114,7 @@ def campaign_status(
             "override": flag.override if flag else "",
         }
         if index is not None and outcome == "scored":
-            index.keep(rel, sig, fields)
+            index.keep(rel, signed, fields)
         spent = cell_spend(cell_dir) if spend else None
         return CellStatus(cells_by_rel[rel], target=f"{results}/{rel}/{METRICS}", spend=spent, **fields)
 

@@ -10,10 +10,15 @@ whole index serves only for the harness code and the settings it was written wit
 alone, where a running or pending one's depends on processes and time.
 
 The identity is taken before the files are read, so a record rewritten during the read
-leaves an entry that no longer matches. The limit: a file rewritten in place with the
-same inode and size within the filesystem's timestamp granularity (its mtime and ctime
-unchanged) is not seen as changed; the harness writes every record through a rename (a
-new inode), and an edit by hand changes the ctime, which no process can set back.
+leaves an entry that no longer matches. It is the cell dir's (inode, size, mtime, ctime)
+and that of each source present when the entry was made; a source that was absent is not
+looked up again, since creating, removing or renaming a file in the cell dir moves the
+dir's mtime and ctime (a warm status makes one ``lstat`` per cell and per present source,
+no failing lookups). The limit: a file rewritten in place with the same inode and size,
+or a source created in the dir, within the filesystem's timestamp granularity of the
+entry's making (mtimes and ctimes unchanged) is not seen as changed; the harness writes
+every record through a rename (a new inode), and an edit by hand changes the ctime,
+which no process can set back.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ _DECIDING = (
     "ptb_harness.core.records",
     "ptb_harness.judging.verdict",
 )
-_VERSION = 1
+_VERSION = 2
 #: the index may be this big (20,000 cells take about 6 MB): a bigger one is not read
 MAX_INDEX_BYTES = 256 * 1024 * 1024
 #: the status fields an entry holds, and each one's type: an entry with any other serves not
@@ -58,23 +63,52 @@ FIELDS: dict[str, type] = {
     "metrics_present": bool,
 }
 
-#: a digest of a cell's sources as os.lstat saw them (each one's inode, size, mtime, ctime)
+#: a digest of a cell dir's and its present sources' identity (inode, size, mtime, ctime)
 Sig = str
+#: which SOURCES a cell dir held when its sig was taken: "1" or "0" for each, in order
+Present = str
 
 
-def sources_sig(cell_dir: str) -> Sig | None:
-    """The identity of a cell's SOURCES, or None where one could not be looked up."""
-    seen = []
+def _identity(st: os.stat_result) -> str:
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _digest(seen: list[str]) -> Sig:
+    return hashlib.blake2b("|".join(seen).encode(), digest_size=16).hexdigest()
+
+
+def sources_sig(cell_dir: str) -> tuple[Sig, Present] | None:
+    """The identity of a cell dir and its SOURCES, each looked up (taken before a cell is
+    read, for its entry), or None where one could not be."""
+    try:
+        seen = [_identity(os.lstat(cell_dir))]
+    except OSError:
+        return None
+    present = ""
     for name in SOURCES:
         try:
-            st = os.lstat(os.path.join(cell_dir, name))
+            st = os.lstat(f"{cell_dir}/{name}")
         except FileNotFoundError:
             seen.append("-")
+            present += "0"
             continue
         except OSError:
             return None
-        seen.append(f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
-    return hashlib.blake2b("|".join(seen).encode(), digest_size=16).hexdigest()
+        seen.append(_identity(st))
+        present += "1"
+    return _digest(seen), present
+
+
+def _sig_as_before(cell_dir: str, present: Present) -> Sig | None:
+    """The same identity, looking up only the sources that were present: one that is gone
+    makes it None, one that came moved the dir's mtime."""
+    try:
+        seen = [_identity(os.lstat(cell_dir))]
+        for name, was in zip(SOURCES, present, strict=True):
+            seen.append(_identity(os.lstat(f"{cell_dir}/{name}")) if was == "1" else "-")
+    except OSError:
+        return None
+    return _digest(seen)
 
 
 def index_key(settings: Mapping[str, Any]) -> str:
@@ -127,20 +161,23 @@ class StatusIndex:
         self.entries: dict[str, Any] = cells if isinstance(cells, dict) else {}
         self.fresh: dict[str, list[Any]] = {}
 
-    def lookup(self, rel: str, sig: Sig | None) -> dict[str, Any] | None:
-        """The status fields kept for a cell whose sources are still ``sig``."""
+    def lookup(self, rel: str, cell_dir: str) -> dict[str, Any] | None:
+        """The status fields kept for a cell whose dir and sources are as they were."""
         entry = self.entries.get(rel)
-        if sig is None or not isinstance(entry, list) or len(entry) != 2 or entry[0] != sig:
+        if not isinstance(entry, list) or len(entry) != 3 or not _valid_fields(entry[1]):
             return None
-        if not _valid_fields(entry[1]):
+        sig, fields, present = entry
+        if not isinstance(present, str) or len(present) != len(SOURCES) or set(present) - {"0", "1"}:
+            return None
+        if not isinstance(sig, str) or _sig_as_before(cell_dir, present) != sig:
             return None
         self.fresh[rel] = entry
-        return entry[1]
+        return fields
 
-    def keep(self, rel: str, sig: Sig | None, fields: dict[str, Any]) -> None:
-        """A scored cell's status fields, read from sources whose identity was ``sig``."""
-        if sig is not None:
-            self.fresh[rel] = [sig, fields]
+    def keep(self, rel: str, signed: tuple[Sig, Present] | None, fields: dict[str, Any]) -> None:
+        """A scored cell's status fields, read after its sources_sig was ``signed``."""
+        if signed is not None:
+            self.fresh[rel] = [signed[0], fields, signed[1]]
 
     def save(self, rels: Sequence[str]) -> None:
         """Write this run's entries (in the cells' order), where they differ from what was
