@@ -1,7 +1,8 @@
 """Status and collect on a synthetic campaign, and their floors: a plain loop reading the
 same metrics.json files (status), a plain loop reading the same JSON records (collect's
-tables). Plots are timed on their own. Run through `python bench/run_all.py --only status`;
-bench/slowfs.py adds filesystem latency (see bench/README.md).
+tables). Plots are timed on their own. Run through `python bench/run_all.py --only status`.
+`python bench/bench_status.py --slowfs-ms 1` runs status over bench/slowfs.py's latency
+against parallel read loops of the same files (see bench/README.md).
 """
 
 from __future__ import annotations
@@ -111,3 +112,99 @@ def commands(d: str | Path) -> list[tuple[str, list[str], str, list[str]]]:
             [py, "-c", TABLES_WITHOUT_BENCHMARKS, d],
         ),
     ]
+
+
+#: the files status reads of each cell, read by THREADS threads (a parallel read loop: the
+#: floor of status on a filesystem with latency, where reads wait rather than compute)
+FLOOR_STATUS_THREADS = """
+import json, os, sys
+from concurrent.futures import ThreadPoolExecutor
+THREADS = int(sys.argv[2])
+def cell(p):
+    vals = []
+    for name in ('metrics.json', 'evaluate.json', 'judgement.json'):
+        try:
+            with open(os.path.join(p, name), 'rb') as f:
+                vals.append(json.loads(f.read()))
+        except FileNotFoundError:
+            pass
+    override, solve = os.path.join(p, 'judgement_override.json'), os.path.join(p, 'solve.json')
+    vals.append((os.path.lexists(override), os.path.exists(solve)))
+    return vals
+def cell_dirs(p, depth):
+    for e in os.scandir(p):
+        if depth == 3:
+            yield e.path
+        else:
+            yield from cell_dirs(e.path, depth + 1)
+dirs = list(cell_dirs(sys.argv[1] + '/results/cells', 0))
+with ThreadPoolExecutor(THREADS) as pool:
+    print(sum(len(v) for v in pool.map(cell, dirs)))
+"""
+
+
+def _timed(cmd: list[str]) -> float:
+    import subprocess
+    import time
+
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def slowfs_status(cells: int, delay_ms: float, threads: tuple[int, ...] = (1, 8, 16, 32)) -> dict:
+    """Status on a campaign read through bench/slowfs.py (``delay_ms`` a filesystem call)
+    against parallel read loops of the same files at each of ``threads``: issue 39's goal,
+    status within 1.5x of the best of them. Needs fusepy and libfuse2 (bench/README.md)."""
+    import subprocess
+    import tempfile
+    import time
+
+    from synthetic import build_campaign
+
+    py, here = sys.executable, Path(__file__).resolve().parent
+    with tempfile.TemporaryDirectory(prefix="ptb-slowfs-") as tmp:
+        source, mount = Path(tmp) / "campaign", Path(tmp) / "mnt"
+        source.mkdir()
+        mount.mkdir()
+        build_campaign(source, cells, 0.9)
+        fs = subprocess.Popen([py, str(here / "slowfs.py"), str(source), str(mount), str(delay_ms)])
+        try:
+            deadline = time.monotonic() + 30
+            while not (mount / "config").exists():
+                if time.monotonic() > deadline or fs.poll() is not None:
+                    raise RuntimeError("bench/slowfs.py did not mount")
+                time.sleep(0.1)
+            status_s = _timed([py, "-m", "ptb_harness", "status", "--workdir", str(mount)])
+            loops = {n: _timed([py, "-c", FLOOR_STATUS_THREADS, str(mount), str(n)]) for n in threads}
+        finally:
+            subprocess.run(["fusermount", "-u", str(mount)], check=False)
+            fs.wait(timeout=30)
+    best = min(loops, key=loops.__getitem__)
+    return {
+        "cells": cells,
+        "delay_ms": delay_ms,
+        "status_s": round(status_s, 2),
+        "read_loop_s_by_threads": {str(n): round(s, 2) for n, s in loops.items()},
+        "best_threads": best,
+        "ratio_status_over_best_loop": round(status_s / loops[best], 2),
+    }
+
+
+def main() -> None:
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slowfs-ms", type=float, default=1.0, help="latency of each filesystem call")
+    parser.add_argument("--cells", type=int, default=2000)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    result = slowfs_status(args.cells, args.slowfs_ms)
+    print(json.dumps(result, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
