@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.resources
 from pathlib import Path
 from typing import Any
 
 from ptb_harness.core.errors import ConfigError
 from ptb_harness.core.records import read_yaml_mapping
 
-#: The schema ships with the workflow, next to config/config.yaml.
-SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "config.schema.yaml"
+#: The schema is config/config.schema.yaml, next to config/config.yaml; the package holds it
+#: as its data (a link to it in a checkout, a copy in a wheel), so an installed harness
+#: finds it from any directory.
+SCHEMA_PATH = Path(str(importlib.resources.files("ptb_harness.core") / "config.schema.yaml"))
 
 
 @functools.cache
