@@ -34,7 +34,7 @@ FIB_TRIE = """Main:
               /32 host LOCAL
         |-- 192.0.2.255
            /32 link BROADCAST
-     |-- 172.17.0.1
+     |-- 198.51.100.1
         /32 host LOCAL
 Local:
      |-- 192.0.2.2
@@ -43,10 +43,10 @@ Local:
 
 
 def test_the_hosts_own_addresses_and_link_local_are_routed_away_and_loopback_kept():
-    assert slirp.host_addresses(FIB_TRIE) == ["192.0.2.2/32", "172.17.0.1/32"]
+    assert slirp.host_addresses(FIB_TRIE) == ["192.0.2.2/32", "198.51.100.1/32"]
     assert slirp.blocked_routes(FIB_TRIE) == [
         "route add prohibit 192.0.2.2/32",
-        "route add prohibit 172.17.0.1/32",
+        "route add prohibit 198.51.100.1/32",
         "route add prohibit 169.254.0.0/16",
     ]
 
