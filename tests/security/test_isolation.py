@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -151,7 +152,14 @@ def banner_server(sock: socket.socket, banner: bytes) -> None:
 
 
 def sh(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    """Run a set-up command; a failure says which and why (its stderr)."""
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if res.returncode != 0:
+        raise subprocess.CalledProcessError(res.returncode, argv, res.stdout, res.stderr)
+
+
+def _fail_with_stderr(error: subprocess.CalledProcessError) -> None:
+    pytest.fail(f"network set-up: {' '.join(error.cmd)} exited {error.returncode}: {error.stderr.strip()}")
 
 
 #: the stand-in for "outside": a server in a second network namespace this test makes
@@ -172,9 +180,11 @@ def network_targets():
     removes only the namespace and server it made."""
     if not ROOT:
         pytest.skip("making the stand-in network namespace needs root")
-    n = os.getpid() % 250
-    ns, host_if, out_if = f"ptb-outside-{os.getpid()}", f"ptbh{os.getpid() % 100000}", f"ptbo{os.getpid() % 100000}"
-    inner, outer = f"10.231.{n}.2", f"10.231.{n}.1"
+    # names and a /30 no other run beside this one can hold (a pid repeats across machines'
+    # containers and after wrap-around; interface names hold 15 characters)
+    tag, block = secrets.token_hex(5), secrets.randbelow(1 << 14)
+    ns, host_if, out_if = f"ptb-outside-{tag}", f"ptbh{tag}", f"ptbo{tag}"
+    inner, outer = f"10.231.{block >> 6}.{(block & 63) * 4 + 2}", f"10.231.{block >> 6}.{(block & 63) * 4 + 1}"
     loopback = socket.socket()
     loopback.bind(("127.0.0.1", 0))
     banner_server(loopback, b"HOST-LOOPBACK")
@@ -183,13 +193,16 @@ def network_targets():
     banner_server(anywhere, b"HOST-ANY")
     server = None
     try:
-        sh("ip", "netns", "add", ns)
-        sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", out_if)
-        sh("ip", "link", "set", out_if, "netns", ns)
-        sh("ip", "addr", "add", f"{outer}/30", "dev", host_if)
-        sh("ip", "link", "set", host_if, "up")
-        sh("ip", "-n", ns, "addr", "add", f"{inner}/30", "dev", out_if)
-        sh("ip", "-n", ns, "link", "set", out_if, "up")
+        try:
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", out_if)
+            sh("ip", "link", "set", out_if, "netns", ns)
+            sh("ip", "addr", "add", f"{outer}/30", "dev", host_if)
+            sh("ip", "link", "set", host_if, "up")
+            sh("ip", "-n", ns, "addr", "add", f"{inner}/30", "dev", out_if)
+            sh("ip", "-n", ns, "link", "set", out_if, "up")
+        except subprocess.CalledProcessError as e:
+            _fail_with_stderr(e)
         server = subprocess.Popen(
             ["ip", "netns", "exec", ns, sys.executable, "-c", OUTSIDE_SERVER], stdout=subprocess.PIPE, text=True
         )
@@ -208,6 +221,8 @@ def network_targets():
             server.wait()
         with contextlib.suppress(subprocess.CalledProcessError):
             sh("ip", "netns", "del", ns)  # its veth end goes with it, and so the pair
+        with contextlib.suppress(subprocess.CalledProcessError):
+            sh("ip", "link", "del", host_if)  # the pair made here, where it never moved
         loopback.close()
         anywhere.close()
 
