@@ -188,7 +188,13 @@ def test_a_decompression_bomb_stops_at_the_recorder_s_memory_cap(tmp_path: Path,
     cap = 256 << 20
 
     def agent(job: Path) -> None:
-        bombs(job / "home", 1 << 30)
+        # made outside the recorder's roots, then renamed in: each bomb appears whole, so
+        # no scan catches one half-written (a transient read error the test is not about)
+        staging = job / "staging"
+        staging.mkdir()
+        bombs(staging, 1 << 30)
+        for name in ("data.arrow", "data.parquet"):
+            os.rename(staging / name, job / "home" / name)
         (job / "home" / "train.txt").write_text(COPY)
 
     evidence = record(tmp_path, agent, memory_max_bytes=cap)
