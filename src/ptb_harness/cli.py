@@ -219,7 +219,7 @@ def _add_status(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_reap(sub: argparse._SubParsersAction, reaping: bool) -> None:
-    p = sub.add_parser("reap", help="kill leftover processes on this job's GPUs (scoped; see README)")
+    p = sub.add_parser("reap", help="kill leftover processes on this job's GPUs (scoped; see docs/clusters.md)")
     # the knobs' values and defaults as the schema has them (site.gpu_reap, gpu_scope,
     # reap_wait_seconds); read only for `reap` itself (parse-trace runs once per cell)
     knob = site_knob if reaping else lambda name: {"enum": None, "default": None}

@@ -157,7 +157,8 @@ def check_sandbox_namespaces(inside: dict, host: dict) -> Check:
     ok = all(n in own for n in REQUIRED_OWN)
     detail = f"own {', '.join(own)} (host name {inside['hostname']}); shared with the host: "
     detail += ", ".join(shared) or "none"
-    return Check("sandbox namespaces", ok, detail, "" if ok else "the kernel or bwrap lacks a namespace: see README")
+    fix = "" if ok else "the kernel or bwrap lacks a namespace: see docs/security.md"
+    return Check("sandbox namespaces", ok, detail, fix)
 
 
 def check_sandbox_limits(inside: dict) -> Check:

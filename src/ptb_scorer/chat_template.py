@@ -54,7 +54,7 @@ class Family:
     name: str
     #: vLLM's --tool-call-parser for the call format the family's template asks for
     tool_parser: str
-    #: the call format, as the README's table shows it
+    #: the call format, as docs/scoring.md's table shows it
     call_format: str
     #: our tool-calling template (OWN_TEMPLATES/<file>) when the family's has no tools section
     tool_template: str | None = None

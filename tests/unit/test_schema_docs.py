@@ -66,3 +66,14 @@ def test_every_relative_link_in_the_readme_and_docs_resolves():
             if not (page.parent / path).exists():
                 broken.append(f"{page.relative_to(REPO)}: {target}")
     assert not broken, "links to nothing:\n" + "\n".join(broken)
+
+
+def test_the_readme_is_one_page_and_the_index_lists_every_doc():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    first_block = readme.split("```")[1]  # the two commands open the page
+    assert "bash scripts/setup.sh && .venv/bin/snakemake --profile profiles/local" in first_block
+    assert "bash scripts/setup.sh && .venv/bin/ptb-harness setup-agents && .venv/bin/pytest" in first_block
+    index = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
+    pages = {p.name for p in (REPO / "docs").glob("*.md")} - {"index.md"}
+    assert pages and not {p for p in pages if f"]({p})" not in index}, "docs/index.md must link every page"

@@ -13,7 +13,7 @@ link-safe (``core.records.read_json_dict``), ``write`` atomic.
 
 To add a record key: a field on its class (``optional()`` when it is written only
 sometimes, so a record that lacks it stays as it was). To add a file: a name here, in
-``RECORDS`` when it is a record a reader shows, and a row in the README's cell table.
+``RECORDS`` when it is a record a reader shows, and a row in the cell table of docs/results.md.
 """
 
 from __future__ import annotations
