@@ -8,7 +8,8 @@
 # (BENCH_LIMIT, BENCH_MAX_TOKENS, PROBE_TOKENS, PROBE_SIZES: the questions, tokens and model sizes;
 # defaults 3, 64, 64, "1b tiny"; BENCH_KERNEL_SETS: the attempts' kernel sets, default the scorer's
 # and the same with cuDNN, whose answers are then compared: kernel_parity_<size>.json.)
-# The packages the machine lacks come from .carry/site.tar.xz as for tests/gpu/device_seeds.sh
+# The packages the machine lacks come from .carry/site.tar.xz (`bash tests/gpu/build_carry.sh` builds it)
+# as for tests/gpu/device_seeds.sh
 # (inspect_ai, inspect_evals, datasets and their closure for its Python 3.12; torch and
 # transformers are the machine's own). Output lands in $OUT (default ./gpu-out).
 set -uo pipefail
