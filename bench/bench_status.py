@@ -30,11 +30,11 @@ print(len(vals))
 """
 #: what status reads of a scored cell: metrics.json, the evaluate.json that vouches for it,
 #: judgement.json (opened, most often not there), and whether judgement_override.json and
-#: solve.json exist (issue 39: a floor that reads the same files)
-FLOOR_STATUS = """
+#: solve.json exist (issue 39: a floor that reads the same files); the floors below share it
+_READ_CELL = """
 import json, os, sys
-vals = []
 def cell(p):
+    vals = []
     for name in ('metrics.json', 'evaluate.json', 'judgement.json'):
         try:
             with open(os.path.join(p, name), 'rb') as f:
@@ -43,12 +43,19 @@ def cell(p):
             pass
     override, solve = os.path.join(p, 'judgement_override.json'), os.path.join(p, 'solve.json')
     vals.append((os.path.lexists(override), os.path.exists(solve)))
+    return vals
+"""
+FLOOR_STATUS = (
+    _READ_CELL
+    + """
+vals = []
 def walk(p, depth):
     for e in os.scandir(p):
-        cell(e.path) if depth == 3 else walk(e.path, depth + 1)
+        vals.extend(cell(e.path)) if depth == 3 else walk(e.path, depth + 1)
 walk(sys.argv[1] + '/results/cells', 0)
 print(len(vals))
 """
+)
 #: the floor of earlier runs: metrics.json alone
 FLOOR_STATUS_METRICS_ONLY = "NAMES = ('metrics.json',)\n" + _WALK
 #: collect's tables read every cell's records, and its stages' benchmarks
@@ -116,21 +123,11 @@ def commands(d: str | Path) -> list[tuple[str, list[str], str, list[str]]]:
 
 #: the files status reads of each cell, read by THREADS threads (a parallel read loop: the
 #: floor of status on a filesystem with latency, where reads wait rather than compute)
-FLOOR_STATUS_THREADS = """
-import json, os, sys
+FLOOR_STATUS_THREADS = (
+    _READ_CELL
+    + """
 from concurrent.futures import ThreadPoolExecutor
 THREADS = int(sys.argv[2])
-def cell(p):
-    vals = []
-    for name in ('metrics.json', 'evaluate.json', 'judgement.json'):
-        try:
-            with open(os.path.join(p, name), 'rb') as f:
-                vals.append(json.loads(f.read()))
-        except FileNotFoundError:
-            pass
-    override, solve = os.path.join(p, 'judgement_override.json'), os.path.join(p, 'solve.json')
-    vals.append((os.path.lexists(override), os.path.exists(solve)))
-    return vals
 def cell_dirs(p, depth):
     for e in os.scandir(p):
         if depth == 3:
@@ -141,6 +138,7 @@ dirs = list(cell_dirs(sys.argv[1] + '/results/cells', 0))
 with ThreadPoolExecutor(THREADS) as pool:
     print(sum(len(v) for v in pool.map(cell, dirs)))
 """
+)
 
 
 def _timed(cmd: list[str]) -> float:
