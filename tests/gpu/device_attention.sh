@@ -6,7 +6,8 @@
 #     bash tests/gpu/device_attention.sh attempts-tiny # the same with the tiny model
 #
 # (BENCH_LIMIT, BENCH_MAX_TOKENS, PROBE_TOKENS, PROBE_SIZES: the questions, tokens and model sizes;
-# defaults 3, 64, 64, "1b tiny"; BENCH_KERNEL_SETS: the attempts' kernel sets, default the scorer's
+# defaults 3, 64, 64, "1b tiny"; PROBE_ROUNDS, PROBE_KERNEL_SETS: the probe's rounds and kernel
+# sets, default 3 and "default,with_cudnn"; BENCH_KERNEL_SETS: the attempts' kernel sets, default the scorer's
 # and the same with cuDNN, whose answers are then compared: kernel_parity_<size>.json.)
 # The packages the machine lacks come from .carry/site.tar.xz (`bash tests/gpu/build_carry.sh` builds it)
 # as for tests/gpu/device_seeds.sh
@@ -31,8 +32,8 @@ limit=${BENCH_LIMIT:-3} tokens=${BENCH_MAX_TOKENS:-64}
 case $what in
     probe)
         for size in ${PROBE_SIZES:-1b tiny}; do
-            timeout 240 $PY tests/gpu/probe_attention.py --size "$size" --tokens "${PROBE_TOKENS:-64}" --rounds 3 \
-                --out "$OUT/probe_attention_$size.json" | grep -v -e WARNING -e '^ *$'
+            timeout 240 $PY tests/gpu/probe_attention.py --size "$size" --tokens "${PROBE_TOKENS:-64}" \
+                --rounds "${PROBE_ROUNDS:-3}" --kernel-sets "${PROBE_KERNEL_SETS:-default,with_cudnn}" --out "$OUT/probe_attention_$size.json" | grep -v -e WARNING -e '^ *$'
         done ;;
     attempts | attempts-tiny)
         size=1b; [ "$what" = attempts-tiny ] && size=tiny

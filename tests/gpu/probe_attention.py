@@ -2,6 +2,7 @@
 the same process, under each set of attention kernels (issue 35).
 
     python tests/gpu/probe_attention.py [--device cuda|cpu] [--size 1b|tiny] [--tokens 64] [--rounds 3]
+                                        [--kernel-sets default,with_cudnn]
 
 One model (a random Llama 3-shaped one, tests/scorer/family_models.py) loaded once by the
 scorer's own path (``ptb_scorer.cli._prepare`` -> ``engine.load_model``). Per round and per
@@ -22,7 +23,9 @@ kernel set (``engine.use_sdpa_kernels``: the default, and the default plus cudnn
 Every generate is forced to exactly ``--tokens`` new tokens. A decoded token's cost is the
 median interval between consecutive forward calls after the prefill (a forward pre-hook).
 Prints one JSON line per run and a summary: the scorer's decode cost over the floor's, per
-kernel set. Run it with the carried site, as tests/gpu/device_seeds.sh sets it up.
+kernel set, as the ratio of the medians and as the median of each round's own ratio (the
+variants of one round run back to back, so a drift of the card's speed between rounds
+cancels out of the paired figure). Run it with the carried site, as tests/gpu/device_seeds.sh sets it up.
 """
 
 from __future__ import annotations
@@ -49,8 +52,10 @@ def main() -> None:  # noqa: C901  (one probe, its variants sharing one loaded m
     ap.add_argument("--size", choices=("tiny", "1b"), default="1b")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--kernel-sets", default=",".join(KERNEL_SETS), help="which of: " + ", ".join(KERNEL_SETS))
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    kernel_sets = {k: KERNEL_SETS[k] for k in args.kernel_sets.split(",")}
 
     import bench_seeds
     from scorer_fixtures import write_fixture_cache
@@ -134,7 +139,7 @@ def main() -> None:  # noqa: C901  (one probe, its variants sharing one loaded m
     print("inspect's generate kwargs:", {k: repr(v)[:120] for k, v in inspect_kwargs.items()}, flush=True)
     results = []
     for rnd in range(args.rounds):
-        for kernels, allowed in KERNEL_SETS.items():
+        for kernels, allowed in kernel_sets.items():
             engine.use_sdpa_kernels(allowed)
             for name, run in variants.items():
                 steps.clear()
@@ -154,16 +159,17 @@ def main() -> None:  # noqa: C901  (one probe, its variants sharing one loaded m
                 results.append(r)
                 print(json.dumps(r), flush=True)
     engine.use_sdpa_kernels(KERNEL_SETS["default"])
-    summary = summarize(results, list(variants))
+    summary = summarize(results, list(variants), list(kernel_sets))
     print("summary", json.dumps(summary), flush=True)
     if args.out:
         args.out.write_text(json.dumps({"size": args.size, "tokens": args.tokens, "summary": summary, "runs": results}))
 
 
-def summarize(results: list[dict], variants: list[str]) -> dict:
-    """Per kernel set: each variant's median decode cost, and the scorer's over the floor's."""
+def summarize(results: list[dict], variants: list[str], kernel_sets: list[str]) -> dict:
+    """Per kernel set: each variant's median decode cost, its ratio over the floor's median,
+    and the median of its ratios over the floor of the same round."""
     summary = {}
-    for kernels in KERNEL_SETS:
+    for kernels in kernel_sets:
         med = {
             v: statistics.median(r["decode_ms_median"] for r in results if (r["kernels"], r["variant"]) == (kernels, v))
             for v in variants
@@ -171,6 +177,10 @@ def summarize(results: list[dict], variants: list[str]) -> dict:
         summary[kernels] = {f"{v}_ms_per_token": round(m, 3) for v, m in med.items()}
         for v in variants[1:]:
             summary[kernels][f"ratio_{v}_over_bare_cold"] = round(med[v] / med["bare_cold"], 3)
+            by_round = {(r["round"], r["variant"]): r["decode_ms_median"] for r in results if r["kernels"] == kernels}
+            paired = [by_round[rnd, v] / by_round[rnd, "bare_cold"] for rnd, w in by_round if w == v]
+            summary[kernels][f"paired_{v}_over_bare_cold"] = round(statistics.median(paired), 3)
+            summary[kernels][f"paired_{v}_over_bare_cold_rounds"] = [round(x, 3) for x in paired]
     return summary
 
 
