@@ -63,8 +63,8 @@ FLOOR_COLLECT = (
     "NAMES = ('solve.json', 'evaluate.json', 'metrics.json', 'solve.state.json',"
     " 'solve.benchmark.tsv', 'evaluate.benchmark.tsv')\n" + _WALK
 )
-#: collect's tables alone (the CLI writes the plots too)
-TABLES_ONLY = """
+#: collect's tables alone (the CLI writes the plots too), with collect's index as it is
+TABLES_WARM = """
 import sys
 from ptb_harness.core.layout import collect_outputs
 from ptb_harness.campaign.config import load_config_files
@@ -72,6 +72,24 @@ from ptb_harness.results.collect import write_tables
 campaign = load_config_files(sys.argv[1])
 write_tables(campaign, collect_outputs(campaign.results_dir))
 """
+#: removes collect's index first (a campaign's first collect)
+_NO_COLLECT_INDEX = """
+import os, sys
+from ptb_harness.results.collect import COLLECT_INDEX
+index = os.path.join(sys.argv[1], "results", COLLECT_INDEX)
+os.path.exists(index) and os.unlink(index)
+"""
+#: collect's tables alone, with no index
+TABLES_ONLY = _NO_COLLECT_INDEX + TABLES_WARM
+#: `ptb-harness collect` (tables and plots), with no index
+COLLECT_COLD = (
+    _NO_COLLECT_INDEX
+    + """
+import runpy
+sys.argv = ["ptb-harness", "collect", "--workdir", sys.argv[1]]
+runpy.run_module("ptb_harness", run_name="__main__")
+"""
+)
 
 #: the same, with each cell's stage benchmarks not read (their columns left unknown): the
 #: floor of what reading them costs
@@ -111,7 +129,8 @@ def commands(d: str | Path) -> list[tuple[str, list[str], str, list[str]]]:
         ("status", [py, "-c", STATUS_COLD, d], "metrics.json read loop", [py, "-c", FLOOR_STATUS_METRICS_ONLY, d]),
         ("status, its index warm", [*cli, "status", "--workdir", d], "one scandir walk", [py, "-c", FLOOR_WALK, d]),
         ("collect, tables only", [py, "-c", TABLES_ONLY, d], "records read loop", [py, "-c", FLOOR_COLLECT, d]),
-        ("collect (tables + plots)", [*cli, "collect", "--workdir", d], "tables only", [py, "-c", TABLES_ONLY, d]),
+        ("collect, tables, its index warm", [py, "-c", TABLES_WARM, d], "one scandir walk", [py, "-c", FLOOR_WALK, d]),
+        ("collect (tables + plots)", [py, "-c", COLLECT_COLD, d], "tables only", [py, "-c", TABLES_ONLY, d]),
         (
             "collect, tables only, stage benchmarks read",
             [py, "-c", TABLES_ONLY, d],

@@ -3,6 +3,7 @@ way to run the real workflow on it with the real Snakemake (in a subprocess)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -12,6 +13,7 @@ import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -108,6 +110,34 @@ def make_workdir(root: Path, config: dict | None = None) -> Path:
         (root / "models" / m / "config.json").write_text("{}")
     write_config(root, config or campaign_config())
     return root
+
+
+#: evaluate.json of a scored cell: it vouches for metrics.json {"accuracy": 0.5} by its hash
+VOUCHED = {
+    "status": "scored",
+    "accuracy": 0.5,
+    "metrics_sha256": hashlib.sha256(json.dumps({"accuracy": 0.5}).encode()).hexdigest(),
+}
+
+
+def scored_campaign(root: Path, runs: int) -> tuple[Any, list[Path]]:
+    """A campaign under root of ``runs`` cells, each scored (solve.json, metrics.json,
+    evaluate.json), and the cells' dirs."""
+    from ptb_harness.campaign.cells import Cell
+    from ptb_harness.campaign.config import load_config_files
+
+    make_workdir(root, campaign_config(runs=list(range(1, runs + 1))))
+    campaign = load_config_files(root)
+    solved = {"status": "exited", "exit_code": 0, "final_model_files": 1, "description": "exited with code 0"}
+    dirs = []
+    for run in range(1, runs + 1):
+        d = campaign.cell_dir(Cell("exit0", "fake", "m1", "0.0005", 0, run))
+        d.mkdir(parents=True)
+        files = {"solve.json": solved, "metrics.json": {"accuracy": 0.5}, "evaluate.json": VOUCHED}
+        for name, record in files.items():
+            (d / name).write_text(json.dumps(record))
+        dirs.append(d)
+    return campaign, dirs
 
 
 def write_config(root: Path, config: dict) -> None:

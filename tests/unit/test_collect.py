@@ -326,3 +326,81 @@ def test_the_leaderboard_shows_each_entrys_gateway_cost_per_cell_unknown_never_0
     # a campaign without any gateway has no such column
     plain = leaderboard_markdown(*leaderboard(_fallback_table(), board_settings(missing="empty")), _fallback_table())
     assert COST not in plain
+
+
+def test_the_cell_table_is_the_same_with_its_index_without_it_and_after_cells_change_under_it(tmp_path: Path):
+    """collect's index serves a scored cell's row only while the files it was read from
+    keep their identity: a record rewritten in place with the same size and mtime (its
+    ctime moves), a usage.json and a benchmark added, a judgement that flags a cell, a
+    metrics.json removed, a broken index: each time the table with the index equals the
+    table without it, and a second table of an unchanged campaign reads no record."""
+    import os
+    import time
+    from unittest import mock
+
+    from conftest import scored_campaign
+
+    from ptb_harness.results import outcome
+    from ptb_harness.results.collect import COLLECT_INDEX
+
+    campaign, dirs = scored_campaign(tmp_path, 6)
+
+    def both() -> pd.DataFrame:
+        with_index = cell_table(campaign)
+        pd.testing.assert_frame_equal(with_index, cell_table(campaign, use_index=False))
+        return with_index
+
+    first = both()
+    assert (campaign.results_dir / COLLECT_INDEX).is_file() and set(first["outcome"]) == {"scored"}
+    with mock.patch.object(outcome, "read_cell", side_effect=AssertionError("a record was read")):
+        pd.testing.assert_frame_equal(cell_table(campaign), first)  # served from the index
+    # rewritten in place: same size, mtime set back (the ctime cannot be)
+    metrics = dirs[0] / "metrics.json"
+    st = metrics.stat()
+    time.sleep(0.01)
+    with open(metrics, "r+") as f:
+        f.write(json.dumps({"accuracy": 0.7}))
+    os.utime(metrics, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert metrics.stat().st_size == st.st_size and metrics.stat().st_mtime_ns == st.st_mtime_ns
+    after = both()
+    assert after["outcome"][0] != "scored" and after.iloc[1:].equals(first.iloc[1:])
+    # usage and a benchmark appear; a judgement flags a cell; a metrics.json goes
+    (dirs[1] / "usage.json").write_text(json.dumps({"input_tokens": 7, "source": "trace"}))
+    (dirs[1] / "solve.benchmark.tsv").write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t100.0\t3.0\n")
+    (dirs[2] / "judgement.json").write_text(json.dumps({"verdict": "flagged"}))
+    (dirs[3] / "metrics.json").unlink()
+    after = both()
+    assert after["input_tokens"][1] == 7 and after["solve_wall_s"][1] == 12.5
+    assert after["flagged"][2] and after["outcome"][3] != "scored"
+    assert after.iloc[4:].to_csv() == first.iloc[4:].to_csv()  # the same rows (a column's dtype follows row 1)
+    # a broken index is ignored and rewritten
+    (campaign.results_dir / COLLECT_INDEX).write_text("{not json")
+    pd.testing.assert_frame_equal(both(), after)
+    assert json.loads((campaign.results_dir / COLLECT_INDEX).read_text())["cells"]
+
+
+def test_a_collect_index_edited_by_hand_is_a_miss_never_a_row(tmp_path: Path):
+    """Entries under the current key whose fields are not exactly a row's read columns (a
+    column added, one missing, a list for a scalar, an outcome other than scored): each is
+    read as no entry, and the table equals the table without the index."""
+    from conftest import scored_campaign
+
+    from ptb_harness.results.collect import COLLECT_INDEX
+
+    campaign, _ = scored_campaign(tmp_path, 4)
+    path = campaign.results_dir / COLLECT_INDEX
+    plain = cell_table(campaign, use_index=False)
+    pd.testing.assert_frame_equal(cell_table(campaign), plain)  # writes the index
+    written = json.loads(path.read_text())
+    forged = json.loads(path.read_text())
+    edits = [
+        lambda f: f.update(cell_dir="/etc"),
+        lambda f: f.pop("accuracy"),
+        lambda f: f.update(accuracy=[1.0]),
+        lambda f: f.update(outcome="agent_failed", accuracy=1.0),
+    ]
+    for rel, edit in zip(forged["cells"], edits, strict=True):
+        edit(forged["cells"][rel][1])
+    path.write_text(json.dumps(forged))
+    pd.testing.assert_frame_equal(cell_table(campaign), plain)
+    assert json.loads(path.read_text())["cells"] == written["cells"]

@@ -6,17 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import campaign_config, make_workdir
+from conftest import VOUCHED, campaign_config, make_workdir, scored_campaign
 
 from ptb_harness.campaign.cells import Cell
 from ptb_harness.campaign.config import load_config_files
-
-#: evaluate.json of a scored cell: it vouches for metrics.json {"accuracy": 0.5} by its hash
-VOUCHED = {
-    "status": "scored",
-    "accuracy": 0.5,
-    "metrics_sha256": hashlib.sha256(json.dumps({"accuracy": 0.5}).encode()).hexdigest(),
-}
 
 
 def _targets(workdir: Path, *flags: str) -> list[str]:
@@ -106,22 +99,6 @@ def test_status_prints_agent_text_as_one_escaped_line(tmp_path: Path):
     assert HOSTILE_NAME.replace("\udcff", "\ufffd") in evidence  # the text itself, valid Unicode
 
 
-def _scored_campaign(tmp_path: Path, runs: int):
-    """A campaign of ``runs`` cells, each scored (solve.json, metrics.json, evaluate.json)."""
-    make_workdir(tmp_path, campaign_config(runs=list(range(1, runs + 1))))
-    campaign = load_config_files(tmp_path)
-    solved = {"status": "exited", "exit_code": 0, "final_model_files": 1, "description": "exited with code 0"}
-    dirs = []
-    for run in range(1, runs + 1):
-        d = campaign.cell_dir(Cell("exit0", "fake", "m1", "0.0005", 0, run))
-        d.mkdir(parents=True)
-        files = {"solve.json": solved, "metrics.json": {"accuracy": 0.5}, "evaluate.json": VOUCHED}
-        for name, record in files.items():
-            (d / name).write_text(json.dumps(record))
-        dirs.append(d)
-    return campaign, dirs
-
-
 def test_status_is_the_same_with_its_index_without_it_and_after_cells_change_under_it(tmp_path: Path):
     """The index serves a scored cell only while the files it was read from keep their
     identity: a record rewritten in place with the same size and mtime (its ctime moves),
@@ -133,7 +110,7 @@ def test_status_is_the_same_with_its_index_without_it_and_after_cells_change_und
     from ptb_harness.results.status import campaign_status
     from ptb_harness.results.status_index import STATUS_INDEX
 
-    campaign, dirs = _scored_campaign(tmp_path, 6)
+    campaign, dirs = scored_campaign(tmp_path, 6)
 
     def both() -> list[dict]:
         with_index = [s.as_dict() for s in campaign_status(campaign)]
@@ -174,7 +151,7 @@ def test_an_index_edited_by_hand_is_a_miss_never_a_crash_or_a_status(tmp_path: P
     from ptb_harness.results.status import campaign_status
     from ptb_harness.results.status_index import STATUS_INDEX
 
-    campaign, _ = _scored_campaign(tmp_path, 5)
+    campaign, _ = scored_campaign(tmp_path, 5)
     index_path = campaign.results_dir / STATUS_INDEX
     plain = [s.as_dict() for s in campaign_status(campaign, use_index=False)]
     assert [s.as_dict() for s in campaign_status(campaign)] == plain  # writes the index

@@ -12,7 +12,6 @@ cell that failed or runs, with its evidence.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from ptb_harness.campaign.cells import Cell
 from ptb_harness.core.cell_files import JUDGEMENT_OVERRIDE, METRICS
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.text import terminal_line, valid_text
+from ptb_harness.results.cell_index import writable_index
 from ptb_harness.results.flags import cell_flag
 from ptb_harness.results.llm_spend import Spend, cell_spend, spend_line
 from ptb_harness.results.outcome import (
@@ -34,7 +34,7 @@ from ptb_harness.results.outcome import (
     map_cells,
     marks_legend,
 )
-from ptb_harness.results.status_index import StatusIndex, index_key, sources_sig
+from ptb_harness.results.status_index import STATUS_SPEC
 from ptb_harness.runtime.scheduler import live_slurm_jobs
 
 
@@ -90,16 +90,15 @@ def campaign_status(
     cells = list(campaign.cells())
     rels = [cell_dir_rel(cell.wildcards) for cell in cells]
     cells_by_rel = dict(zip(rels, cells, strict=True))
-    key = index_key({"judged": judged, "counted": list(counted)})
-    # a results dir status cannot write keeps no index: looking its sources up would be for nothing
-    index = StatusIndex(root, key) if use_index and not spend and os.access(root, os.W_OK) else None
+    settings = {"judged": judged, "counted": list(counted)}
+    index = writable_index(STATUS_SPEC, root, settings) if use_index and not spend else None
 
     def read(rel: str) -> CellStatus:
         cell_dir = f"{root}/{rel}"
         kept = index.lookup(rel, cell_dir) if index is not None else None
         if kept is not None:
             return CellStatus(cells_by_rel[rel], target=f"{results}/{rel}/{METRICS}", **kept)
-        signed = sources_sig(cell_dir) if index is not None else None  # before the records are read
+        signed = index.sign(cell_dir) if index is not None else None  # before the records are read
         outcome, evidence, rec = cell_outcome(cell_dir, alive, all_records=False)
         flag = cell_flag(cell_dir, judged, counted) if outcome == "scored" else None
         fields = {
