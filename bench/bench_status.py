@@ -129,7 +129,7 @@ def commands(d: str | Path) -> list[tuple[str, list[str], str, list[str]]]:
         ("status", [py, "-c", STATUS_COLD, d], "metrics.json read loop", [py, "-c", FLOOR_STATUS_METRICS_ONLY, d]),
         ("status, its index warm", [*cli, "status", "--workdir", d], "one scandir walk", [py, "-c", FLOOR_WALK, d]),
         ("collect, tables only", [py, "-c", TABLES_ONLY, d], "records read loop", [py, "-c", FLOOR_COLLECT, d]),
-        ("collect, tables, its index warm", [py, "-c", TABLES_WARM, d], "one scandir walk", [py, "-c", FLOOR_WALK, d]),
+        ("collect, tables, index warm", [py, "-c", TABLES_WARM, d], "no index", [py, "-c", TABLES_ONLY, d]),
         ("collect (tables + plots)", [py, "-c", COLLECT_COLD, d], "tables only", [py, "-c", TABLES_ONLY, d]),
         (
             "collect, tables only, stage benchmarks read",
