@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Demo agent: supervised fine-tuning of the base model on generated additions, until
-# shortly before its deadline (read from ~/timer.sh). The code is in ~/agent (payload/).
+# Demo agent: supervised fine-tuning of the base model on generated additions, until it
+# answers 98% of a sample exactly or shortly before its deadline (read from ~/timer.sh),
+# whichever comes first (train.py logs which). The code is in ~/agent (payload/).
 set -euo pipefail
 left=$(bash "$HOME/timer.sh" --seconds)
 echo "demo_sft: $left s left; fine-tuning $MODEL_TO_TRAIN for $BENCHMARK_ID"

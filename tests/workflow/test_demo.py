@@ -10,9 +10,10 @@ import pytest
 import yaml
 from conftest import REPO, snakemake
 
-# alone: the demo agent trains for a fixed wall time, so beside another test's work it
-# learns too little to show its margin over the baseline (0.045 once, under xdist)
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+# not `alone` any more: the demo agent trains until it answers 98% of a sample, choosing
+# its thread count by timing (issue 55), so another test's work beside it costs it time,
+# not accuracy
+pytestmark = [pytest.mark.slow]
 
 
 def test_demo_campaign_fine_tuned_model_beats_the_baseline(tmp_path: Path):
@@ -39,7 +40,9 @@ def test_demo_campaign_fine_tuned_model_beats_the_baseline(tmp_path: Path):
         assert metrics["accuracy"] == cells.loc[agent, "accuracy"]
     baseline, tuned = cells.loc["noop", "accuracy"], cells.loc["demo_sft", "accuracy"]
     assert baseline <= 0.05, "the random base model should not add numbers"
-    assert tuned >= baseline + 0.3, f"fine-tuned {tuned} vs baseline {baseline}"
+    assert tuned >= 0.8, f"fine-tuned {tuned} vs baseline {baseline}"
+    solve_log = next((results / "cells" / "demo_sft").rglob("solve_out.txt")).read_text()  # the agent's output
+    assert "reached" in solve_log and "exact after" in solve_log, solve_log[-2000:]
     board = (results / "tables" / "leaderboard.md").read_text()
     assert "| demo_sft |" in board and "| base model: noop |" in board
     print(f"demo: baseline {baseline:.3f}, fine-tuned {tuned:.3f}")
