@@ -89,7 +89,7 @@ def test_demo_campaign_through_slurm(tmp_path, slurm_profile):
     (workdir / "config").mkdir(parents=True)
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())
     config["paths"] = {"agents_dir": str(REPO / "agents"), "tasks_dir": str(REPO / "tasks")}
-    config["hours"] = [0.015]  # 54 s: demo_sft trains ~40 s and saves a model
+    config["hours"] = [0.015]  # 54 s: demo_sft trains until it has learned (~20 s idle) and saves a model
     (workdir / "config/config.yaml").write_text(yaml.safe_dump(config))
 
     before = probe_job_id()
