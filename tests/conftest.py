@@ -9,7 +9,6 @@ import os
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -232,24 +231,3 @@ def _no_subreaper_left_behind() -> Iterator[None]:
 # slow file handed out last would run alone at the end.
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: order kept within
-
-
-# A test marked `alone` runs while no other test of the session runs (its fixtures' setup
-# included): the demo's agent trains for a fixed wall time, so its score is what the CPU it
-# got allows. Every other test holds a shared lock; `alone` takes it exclusively, holding a
-# turnstile while it waits so that the other worker's next test cannot slip in before it.
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
-    import fcntl
-
-    if not hasattr(item.config, "workerinput"):  # not under xdist: nothing runs beside it
-        yield
-        return
-    locks = Path(tempfile.gettempdir(), f"ptb-tests-{item.config.workerinput['testrunuid']}")  # one per run
-    locks.mkdir(exist_ok=True)
-    mode = fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH
-    with open(locks / "turnstile.lock", "a") as turnstile, open(locks / "tests.lock", "a") as tests:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        fcntl.flock(tests, mode)
-        fcntl.flock(turnstile, fcntl.LOCK_UN)
-        yield
