@@ -141,7 +141,10 @@ def test_only_model_calls_pass(tmp_path):
     with gateway_before(tmp_path, Plan(MODEL, STEPS), "openai_chat") as gw:
         bearer = auth("authorization", gw.token)
         for method, path in [("POST", "/v1/files"), ("POST", "/v1/fine_tuning/jobs"), ("DELETE", "/v1/models/x"),
-                             ("POST", "/v1/x/../chat/completions"), ("POST", "/v1/%2e%2e/responses")]:  # fmt: skip
+                             ("POST", "/v1/x/../chat/completions"), ("POST", "/v1/%2e%2e/responses"),
+                             # a /models segment inside another resource (issue 47)
+                             ("GET", "/v1/files/models/file-abc/content"), ("GET", "/v1/organization/usage/models"),
+                             ("GET", "/v1/fine_tuning/jobs/models/ftjob-1")]:  # fmt: skip
             status, data = request(gw.gateway, method, path, {}, bearer)
             assert status == 404, path
             assert "is not a model call" in json.loads(data)["error"]["message"]

@@ -34,6 +34,17 @@ from ptb_harness.traces.redact import Redactor
         ("POST", "/v1/fine_tuning/jobs", None),
         ("GET", "/v1/files/abc/content", None),
         ("PUT", "/v1/messages", None),
+        # model lists and entries: at the root or under an API version, after any base path
+        ("GET", "/v1/models/claude-x", Route(None, False)),
+        ("GET", "/v1beta/models", Route(None, False)),
+        ("GET", "/v1beta/models/gemini-2.5-pro", Route(None, False)),
+        ("GET", "/api/v1/models", Route(None, False)),
+        ("GET", "/models", Route(None, False)),
+        # other resources that merely hold a /models segment (issue 47): never forwarded
+        ("GET", "/v1/files/models/file-abc/content", None),
+        ("GET", "/v1/organization/usage/models", None),
+        ("GET", "/v1/fine_tuning/jobs/models/ftjob-1", None),
+        ("GET", "/v1/models/x/versions", None),
     ],
 )
 def test_routes(method, path, expected):

@@ -25,6 +25,11 @@ PROTOCOLS: tuple[Protocol, ...] = ("anthropic", "openai_responses", "openai_chat
 MAX_TOKENS_PER_ANSWER = 10**9
 
 _GEMINI = re.compile(r"/models/(?P<model>[^/:]+):(?P<verb>generateContent|streamGenerateContent|countTokens)$")
+#: a model list or one model's entry (GET): ``/models`` or ``/models/<id>`` at the path's
+#: root or right under an API version (``/v1``, ``/v1beta``, after any base path), never
+#: a ``/models`` segment deeper in another resource (``/v1/organization/usage/models``,
+#: ``/v1/fine_tuning/jobs/models/<id>``, ``/v1/files/models/<id>/content``)
+_MODEL_LIST = re.compile(r"(?:^|/v\d+(?:alpha|beta)?)/models(?:/[^/:]+)?$")
 
 
 @dataclass(frozen=True)
@@ -45,9 +50,7 @@ def route(method: str, path: str) -> Route | None:
     p = path.rstrip("/")
     if method == "GET":
         # model lists (a CLI may ask which models exist): free, no body
-        if p.endswith("/models") or "/models/" in p:
-            return Route(None, metered=False)
-        return None
+        return Route(None, metered=False) if _MODEL_LIST.search(p) else None
     if method != "POST":
         return None
     if p.endswith("/v1/messages"):
