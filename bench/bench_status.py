@@ -72,24 +72,33 @@ from ptb_harness.results.collect import write_tables
 campaign = load_config_files(sys.argv[1])
 write_tables(campaign, collect_outputs(campaign.results_dir))
 """
-#: removes collect's index first (a campaign's first collect)
-_NO_COLLECT_INDEX = """
+
+
+def _without_index(module: str, name: str) -> str:
+    """Code that removes an index (module.name: its file's name) from the campaign dir
+    sys.argv[1] names: a campaign's first run of the command that keeps it."""
+    return f"""
 import os, sys
-from ptb_harness.results.collect import COLLECT_INDEX
-index = os.path.join(sys.argv[1], "results", COLLECT_INDEX)
+from {module} import {name}
+index = os.path.join(sys.argv[1], "results", {name})
 os.path.exists(index) and os.unlink(index)
 """
+
+
+def _cli(command: str) -> str:
+    """Code that runs `ptb-harness COMMAND --workdir sys.argv[1]` in this process."""
+    return f"""
+import runpy, sys
+sys.argv = ["ptb-harness", "{command}", "--workdir", sys.argv[1]]
+runpy.run_module("ptb_harness", run_name="__main__")
+"""
+
+
+_NO_COLLECT_INDEX = _without_index("ptb_harness.results.collect", "COLLECT_INDEX")
 #: collect's tables alone, with no index
 TABLES_ONLY = _NO_COLLECT_INDEX + TABLES_WARM
 #: `ptb-harness collect` (tables and plots), with no index
-COLLECT_COLD = (
-    _NO_COLLECT_INDEX
-    + """
-import runpy
-sys.argv = ["ptb-harness", "collect", "--workdir", sys.argv[1]]
-runpy.run_module("ptb_harness", run_name="__main__")
-"""
-)
+COLLECT_COLD = _NO_COLLECT_INDEX + _cli("collect")
 
 #: the same, with each cell's stage benchmarks not read (their columns left unknown): the
 #: floor of what reading them costs
@@ -102,14 +111,7 @@ TABLES_WITHOUT_BENCHMARKS = TABLES_ONLY.replace(
 
 
 #: `ptb-harness status` with no status index (removed first: a campaign's first status)
-STATUS_COLD = """
-import os, runpy, sys
-from ptb_harness.results.status_index import STATUS_INDEX
-index = os.path.join(sys.argv[1], "results", STATUS_INDEX)
-os.path.exists(index) and os.unlink(index)
-sys.argv = ["ptb-harness", "status", "--workdir", sys.argv[1]]
-runpy.run_module("ptb_harness", run_name="__main__")
-"""
+STATUS_COLD = _without_index("ptb_harness.results.status_index", "STATUS_INDEX") + _cli("status")
 #: one scandir walk of the cell dirs: what a second status of an unchanged campaign is
 #: held to (issue 39: <= 1.5x)
 FLOOR_WALK = """

@@ -334,11 +334,9 @@ def test_the_cell_table_is_the_same_with_its_index_without_it_and_after_cells_ch
     ctime moves), a usage.json and a benchmark added, a judgement that flags a cell, a
     metrics.json removed, a broken index: each time the table with the index equals the
     table without it, and a second table of an unchanged campaign reads no record."""
-    import os
-    import time
     from unittest import mock
 
-    from conftest import scored_campaign
+    from conftest import rewrite_in_place, scored_campaign
 
     from ptb_harness.results import outcome
     from ptb_harness.results.collect import COLLECT_INDEX
@@ -355,13 +353,7 @@ def test_the_cell_table_is_the_same_with_its_index_without_it_and_after_cells_ch
     with mock.patch.object(outcome, "read_cell", side_effect=AssertionError("a record was read")):
         pd.testing.assert_frame_equal(cell_table(campaign), first)  # served from the index
     # rewritten in place: same size, mtime set back (the ctime cannot be)
-    metrics = dirs[0] / "metrics.json"
-    st = metrics.stat()
-    time.sleep(0.01)
-    with open(metrics, "r+") as f:
-        f.write(json.dumps({"accuracy": 0.7}))
-    os.utime(metrics, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert metrics.stat().st_size == st.st_size and metrics.stat().st_mtime_ns == st.st_mtime_ns
+    rewrite_in_place(dirs[0] / "metrics.json", json.dumps({"accuracy": 0.7}))
     after = both()
     assert after["outcome"][0] != "scored" and after.iloc[1:].equals(first.iloc[1:])
     # usage and a benchmark appear; a judgement flags a cell; a metrics.json goes

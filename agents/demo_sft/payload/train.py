@@ -67,9 +67,9 @@ def exact_rate(model, ids, mask, labels) -> float:
 
 
 def fastest_threads(train_step) -> tuple[int, int]:
-    """Time TIMED_STEPS training steps with all the cores' threads and with one; keep the
+    """Time TIMED_STEPS training steps with a thread per usable core and with one; keep the
     faster count (the steps train the model all the same). Returns (threads, steps taken)."""
-    counts = sorted({os.cpu_count() or 1, 1}, reverse=True)
+    counts = sorted({len(os.sched_getaffinity(0)), 1}, reverse=True)  # the cores this process may use
     took = {}
     for count in counts:
         torch.set_num_threads(count)

@@ -22,6 +22,11 @@ or a source created in the dir, within the filesystem's timestamp granularity of
 entry's making (mtimes and ctimes unchanged) is not seen as changed; the harness writes
 every record through a rename (a new inode), and an edit by hand changes the ctime,
 which no process can set back.
+
+An entry is trusted as the records it stands for are: the index is written by the
+harness into the results dir, which no sandboxed agent or scorer can write, and whoever
+can write it can write the records too. It is never read from a link, and an entry whose
+fields are not exactly the spec's, each of its type, is a miss.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +54,31 @@ Sig = str
 Present = str
 
 
+#: a field that may hold any JSON scalar
+SCALAR: tuple[type, ...] = (type(None), str, bool, int, float)
+
+
 @dataclasses.dataclass(frozen=True)
 class IndexSpec:
     """One index: its file in the results dir, the files of a cell its fields are read
-    from, the modules whose code decides them, and the check an entry's fields must pass
-    (anything else, an index edited or damaged, is looked up as a miss)."""
+    from, the modules whose code decides them, and its entries' fields with the types
+    each may hold (an entry with other fields or types, an index edited or damaged, is
+    looked up as a miss). Only scored cells are kept: ``outcome`` is one of the fields."""
 
     file_name: str
     sources: tuple[str, ...]
     deciding: tuple[str, ...]
-    valid_fields: Callable[[Any], bool]
+    fields: Mapping[str, tuple[type, ...]]
     version: int = 1
+
+    def valid(self, fields: Any) -> bool:
+        """An entry's fields are exactly this spec's, each of its types, of a scored cell."""
+        return (
+            isinstance(fields, dict)
+            and fields.keys() == self.fields.keys()
+            and all(type(fields[name]) in kinds for name, kinds in self.fields.items())
+            and fields["outcome"] == "scored"
+        )
 
 
 def _identity(st: os.stat_result) -> str:
@@ -147,7 +166,7 @@ class CellIndex:
     def lookup(self, rel: str, cell_dir: str) -> dict[str, Any] | None:
         """The fields kept for a cell whose dir and sources are as they were."""
         entry = self.entries.get(rel)
-        if not isinstance(entry, list) or len(entry) != 3 or not self.spec.valid_fields(entry[1]):
+        if not isinstance(entry, list) or len(entry) != 3 or not self.spec.valid(entry[1]):
             return None
         sig, fields, present = entry
         if not isinstance(present, str) or len(present) != len(self.spec.sources) or set(present) - {"0", "1"}:

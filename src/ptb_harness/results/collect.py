@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -17,14 +16,9 @@ from ptb_harness.campaign.campaign import Campaign
 from ptb_harness.campaign.cells import CELL_KEYS
 from ptb_harness.core.cell_files import (
     BENCHMARKED_STAGES,
-    EVALUATE,
-    EVALUATE_STATE,
     JUDGEMENT,
     JUDGEMENT_OVERRIDE,
-    METRICS,
-    PREFLIGHT,
-    SOLVE,
-    SOLVE_STATE,
+    OUTCOME_RECORDS,
     USAGE,
     JudgementOverride,
     SolveRecord,
@@ -33,7 +27,7 @@ from ptb_harness.core.cell_files import (
 from ptb_harness.core.layout import cell_dir_rel
 from ptb_harness.core.records import atomic_write_text
 from ptb_harness.core.text import csv_text, valid_text
-from ptb_harness.results.cell_index import IndexSpec, writable_index
+from ptb_harness.results.cell_index import SCALAR, IndexSpec, writable_index
 from ptb_harness.results.flags import Flag, judgement_flag
 from ptb_harness.results.leaderboard import Weights, leaderboard, leaderboard_markdown, with_fallback
 from ptb_harness.results.outcome import CellRecords, Liveness, cell_outcome, local_liveness, map_cells
@@ -91,27 +85,12 @@ READ_COLUMNS = [c for c in CELL_COLUMNS if c not in (*CELL_KEYS, "budget_s", "ce
 COLLECT_INDEX = ".collect-index.json"
 #: the files a scored cell's row is read from: their identity keys its entry
 ROW_SOURCES = (
-    METRICS,
-    EVALUATE,
-    SOLVE,
-    PREFLIGHT,
-    SOLVE_STATE,
-    EVALUATE_STATE,
+    *OUTCOME_RECORDS,
     JUDGEMENT,
     JUDGEMENT_OVERRIDE,
     USAGE,
     *(stage_benchmark(stage) for stage in BENCHMARKED_STAGES),
 )
-
-
-def _valid_row(fields: Any) -> bool:
-    """An entry's fields are exactly READ_COLUMNS, each a JSON scalar, of a scored cell."""
-    return (
-        isinstance(fields, dict)
-        and fields.keys() == set(READ_COLUMNS)
-        and all(v is None or type(v) in (str, bool, int, float) for v in fields.values())
-        and fields["outcome"] == "scored"
-    )
 
 
 ROW_SPEC = IndexSpec(
@@ -128,7 +107,7 @@ ROW_SPEC = IndexSpec(
         "ptb_harness.core.text",
         "ptb_harness.judging.verdict",
     ),
-    valid_fields=_valid_row,
+    fields=dict.fromkeys(READ_COLUMNS, SCALAR),
 )
 
 

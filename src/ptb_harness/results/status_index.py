@@ -6,8 +6,6 @@ classifying them. One JSON file in the results dir, ``STATUS_INDEX``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ptb_harness.core.cell_files import EVALUATE, JUDGEMENT, JUDGEMENT_OVERRIDE, METRICS, SOLVE
 from ptb_harness.results.cell_index import IndexSpec
 
@@ -15,27 +13,16 @@ from ptb_harness.results.cell_index import IndexSpec
 STATUS_INDEX = ".status-index.json"
 #: the files a scored cell's status is read from: their identity keys its entry
 SOURCES = (METRICS, EVALUATE, SOLVE, JUDGEMENT, JUDGEMENT_OVERRIDE)
-#: the status fields an entry holds, and each one's type: an entry with any other serves not
-FIELDS: dict[str, type] = {
-    "outcome": str,
-    "evidence": str,
-    "flag": str,
-    "flag_justification": str,
-    "ptb_lookup": str,
-    "override": str,
-    "metrics_present": bool,
+#: the status fields an entry holds, and each one's type
+FIELDS: dict[str, tuple[type, ...]] = {
+    "outcome": (str,),
+    "evidence": (str,),
+    "flag": (str,),
+    "flag_justification": (str,),
+    "ptb_lookup": (str,),
+    "override": (str,),
+    "metrics_present": (bool,),
 }
-
-
-def _valid_fields(fields: Any) -> bool:
-    """An entry's fields are exactly FIELDS, each of its type, and of a scored cell (the
-    only ones kept)."""
-    return (
-        isinstance(fields, dict)
-        and fields.keys() == FIELDS.keys()
-        and all(type(fields[name]) is kind for name, kind in FIELDS.items())
-        and fields["outcome"] == "scored"
-    )
 
 
 STATUS_SPEC = IndexSpec(
@@ -50,6 +37,6 @@ STATUS_SPEC = IndexSpec(
         "ptb_harness.core.cell_files",
         "ptb_harness.judging.verdict",
     ),
-    valid_fields=_valid_fields,
+    fields=FIELDS,
     version=3,
 )
