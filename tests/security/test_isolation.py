@@ -174,16 +174,21 @@ while True:
 @pytest.fixture(scope="module")
 def network_targets():
     """Services the agents try to reach: on the host's 127.0.0.1, on the host's 0.0.0.0 (so
-    at its own addresses), and a STAND-IN for an address outside: a network namespace made
-    here (`ip netns add` + a veth pair, 10.231.N.0/30) with a server in it, reached from
-    the host by its route, as the internet would be. Root only (CI runs as root); the test
-    removes only the namespace and server it made."""
+    at its own addresses), and a STAND-IN for an address outside: a server in a network
+    namespace of its own (`unshare --net`), joined to the host by a veth pair (10.231.N.0/30)
+    and reached from the host by its route, as the internet would be. Root only (CI runs as
+    root); the test ends only the server it started, and the namespace and pair end with it.
+
+    The namespace is held by the server process, never named under /run/netns: `ip netns
+    add` shares that directory's mounts, and another `ip netns add` on the machine at the
+    same moment can bind the directory over itself and hide this test's namespace (`ip -n`
+    then fails with "Invalid argument")."""
     if not ROOT:
         pytest.skip("making the stand-in network namespace needs root")
     # names and a /30 no other run beside this one can hold (a pid repeats across machines'
     # containers and after wrap-around; interface names hold 15 characters)
     tag, block = secrets.token_hex(5), secrets.randbelow(1 << 14)
-    ns, host_if, out_if = f"ptb-outside-{tag}", f"ptbh{tag}", f"ptbo{tag}"
+    host_if, out_if = f"ptbh{tag}", f"ptbo{tag}"
     inner, outer = f"10.231.{block >> 6}.{(block & 63) * 4 + 2}", f"10.231.{block >> 6}.{(block & 63) * 4 + 1}"
     loopback = socket.socket()
     loopback.bind(("127.0.0.1", 0))
@@ -191,22 +196,21 @@ def network_targets():
     anywhere = socket.socket()
     anywhere.bind(("0.0.0.0", 0))
     banner_server(anywhere, b"HOST-ANY")
-    server = None
+    # unshare without --fork execs the server in its own process: its pid holds the namespace
+    server = subprocess.Popen(
+        ["unshare", "--net", sys.executable, "-c", OUTSIDE_SERVER], stdout=subprocess.PIPE, text=True
+    )
     try:
+        port = int(server.stdout.readline())  # listening on 0.0.0.0, before its address exists
+        inside = ["nsenter", f"--net=/proc/{server.pid}/ns/net", "ip"]
         try:
-            sh("ip", "netns", "add", ns)
-            sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", out_if)
-            sh("ip", "link", "set", out_if, "netns", ns)
+            sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", out_if, "netns", str(server.pid))
             sh("ip", "addr", "add", f"{outer}/30", "dev", host_if)
             sh("ip", "link", "set", host_if, "up")
-            sh("ip", "-n", ns, "addr", "add", f"{inner}/30", "dev", out_if)
-            sh("ip", "-n", ns, "link", "set", out_if, "up")
+            sh(*inside, "addr", "add", f"{inner}/30", "dev", out_if)
+            sh(*inside, "link", "set", out_if, "up")
         except subprocess.CalledProcessError as e:
             _fail_with_stderr(e)
-        server = subprocess.Popen(
-            ["ip", "netns", "exec", ns, sys.executable, "-c", OUTSIDE_SERVER], stdout=subprocess.PIPE, text=True
-        )
-        port = int(server.stdout.readline())
         own = [a.split("/")[0] for a in slirp.host_addresses(Path("/proc/net/fib_trie").read_text())]
         assert outer in own
         yield {
@@ -216,13 +220,10 @@ def network_targets():
             "outside": f"{inner}:{port}",
         }
     finally:
-        if server is not None:
-            server.kill()  # the stand-in's server, started above
-            server.wait()
+        server.kill()  # the stand-in's server, started above: its namespace and veth end go with it
+        server.wait()
         with contextlib.suppress(subprocess.CalledProcessError):
-            sh("ip", "netns", "del", ns)  # its veth end goes with it, and so the pair
-        with contextlib.suppress(subprocess.CalledProcessError):
-            sh("ip", "link", "del", host_if)  # the pair made here, where it never moved
+            sh("ip", "link", "del", host_if)  # the pair made here, if the kernel has not yet
         loopback.close()
         anywhere.close()
 
