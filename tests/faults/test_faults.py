@@ -133,10 +133,19 @@ def test_3_cuda_preflight_failure_is_infra_failed_and_retried(workdir):
 # -- fault 5 and 6: SIGKILL of the Snakemake main process ------------------------------
 
 
-def test_5_sigkill_of_snakemake_during_a_solve_then_rerun(workdir):
-    write_agent(workdir, "slow", "sleep 10; mkdir -p final_model && echo '{\"score\": 0.6}' > final_model/config.json")
-    write_config(workdir, campaign_config(agents=["exit0", "slow"], hours=[0.005]))
-    done_cell, slow_cell = cell_dir(workdir, "exit0", hours="0.005"), cell_dir(workdir, "slow", hours="0.005")
+def test_5_sigkill_of_snakemake_during_a_solve_then_rerun(workdir, tmp_path):
+    # the slow agent solves when the test releases it (runtime none: it sees the host's
+    # files), not after a fixed sleep: on busy cores exit0's scoring can take longer than
+    # any sleep, and then no moment has both
+    release = tmp_path / "release"
+    write_agent(
+        workdir,
+        "slow",
+        f"until [ -e {release} ]; do sleep 0.1; done\n"
+        "mkdir -p final_model && echo '{\"score\": 0.6}' > final_model/config.json",
+    )
+    write_config(workdir, campaign_config(agents=["exit0", "slow"], hours=[0.02]))
+    done_cell, slow_cell = cell_dir(workdir, "exit0", hours="0.02"), cell_dir(workdir, "slow", hours="0.02")
     proc = snakemake_popen(workdir)
     wait_for(lambda: (done_cell / "metrics.json").exists() and state(slow_cell, "solve").get("state") == "running",
              what="exit0 scored and slow solving")  # fmt: skip
@@ -151,6 +160,7 @@ def test_5_sigkill_of_snakemake_during_a_solve_then_rerun(workdir):
     res = snakemake(workdir, "--rerun-incomplete")
     assert res.returncode != 0
     assert "another solve of this cell is running" in res.stderr, res.stderr[-2000:]
+    release.touch()  # the orphan solves and ends
     wait_for(lambda: pid_gone(orphan), what="the orphaned solve to end")
     # recovery (docs/recovery.md): unlock, then rerun the incomplete jobs
     assert snakemake(workdir, "--unlock").returncode == 0
@@ -307,10 +317,16 @@ def test_11_results_dir_not_writable_stops_before_anything_starts(workdir, tmp_p
 # -- fault 12: two Snakemake processes at once -----------------------------------------
 
 
-def test_12_a_second_snakemake_on_the_same_campaign_refuses(workdir):
-    write_agent(workdir, "slow", "sleep 3; mkdir -p final_model && echo '{\"score\": 0.3}' > final_model/config.json")
-    write_config(workdir, campaign_config(agents=["slow"], hours=[0.005]))
-    cell = cell_dir(workdir, "slow", hours="0.005")
+def test_12_a_second_snakemake_on_the_same_campaign_refuses(workdir, tmp_path):
+    release = tmp_path / "release"  # the first run's solve ends when the second has been refused
+    write_agent(
+        workdir,
+        "slow",
+        f"until [ -e {release} ]; do sleep 0.1; done\n"
+        "mkdir -p final_model && echo '{\"score\": 0.3}' > final_model/config.json",
+    )
+    write_config(workdir, campaign_config(agents=["slow"], hours=[0.02]))
+    cell = cell_dir(workdir, "slow", hours="0.02")
     first = snakemake_popen(workdir)
     wait_for(lambda: state(cell, "solve").get("state") == "running", what="the first run's solve")
     second = snakemake(workdir)
@@ -320,6 +336,7 @@ def test_12_a_second_snakemake_on_the_same_campaign_refuses(workdir):
     # stop it before any job starts
     assert "Directory cannot be locked" in second.stderr or "seem to be incomplete" in second.stderr, second.stderr
     assert "Submitted" not in second.stderr and "rule solve" not in second.stdout + second.stderr
+    release.touch()
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err[-3000:]
     assert outcomes(workdir)["slow/fake/m1/1"] == ("scored", "accuracy 0.3")
