@@ -146,7 +146,10 @@ def test_5_sigkill_of_snakemake_during_a_solve_then_rerun(workdir, tmp_path):
     )
     write_config(workdir, campaign_config(agents=["exit0", "slow"], hours=[0.02]))
     done_cell, slow_cell = cell_dir(workdir, "exit0", hours="0.02"), cell_dir(workdir, "slow", hours="0.02")
-    proc = snakemake_popen(workdir)
+    # room for both cells' jobs at once (a solve or evaluate takes site.*_resources.cpus, 8,
+    # capped to the cores: with 2, one job at a time, and a slow solve started first would
+    # hold exit0's jobs back until it ends)
+    proc = snakemake_popen(workdir, "--cores", "16")
     wait_for(lambda: (done_cell / "metrics.json").exists() and state(slow_cell, "solve").get("state") == "running",
              what="exit0 scored and slow solving")  # fmt: skip
     finished = snapshot_files(done_cell, ("solve.json", "metrics.json"))
