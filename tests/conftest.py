@@ -240,27 +240,8 @@ def _no_subreaper_left_behind() -> Iterator[None]:
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
-# -- the test workers (pytest-xdist, pyproject's addopts) ----------------------------------
-#: the most workers the suite starts: past a few, its longest files bound the run
-MAX_WORKERS = 8
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """One worker more than the usable cores: a third of two workers' time went to waiting
-    (agents' deadlines, Slurm's polling, CLIs' sleeps; 33% of the CPU idle over a CI run on
-    2 cores), which a third worker fills (pytest 16.9 -> 13.3 min, docs/development.md)."""
-    return min(len(os.sched_getaffinity(0)) + 1, MAX_WORKERS)
-
-
-def expected_minutes(item: pytest.Item) -> float:
-    """A test's file's worker time as its ``slow(minutes=...)`` mark says (measured, CI); a
-    slow file without a figure, 0; a file not marked slow, -1."""
-    mark = item.get_closest_marker("slow")
-    return -1.0 if mark is None else float(mark.kwargs.get("minutes", 0))
-
-
-# The longest files first, so that the workers end together: with a test file to a worker,
-# a long file handed out last would run alone at the end. (addopts turns off xdist's own
-# order, by the count of tests in a file, which says nothing of how long a file takes.)
+# -- the two test workers (pytest-xdist, pyproject's addopts) ------------------------------
+# Slow files first, so that the two workers end together: with a test file to a worker, a
+# slow file handed out last would run alone at the end.
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: -expected_minutes(item))  # stable: order kept within
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: order kept within

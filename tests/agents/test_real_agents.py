@@ -48,7 +48,7 @@ from ptb_harness.gateway.process import GatewayProcess
 from ptb_harness.results.token_usage import format_usd
 from ptb_harness.stages.llm_gateway import SANDBOX_PORT, SOCKET_NAME
 
-pytestmark = pytest.mark.slow(minutes=6.5)
+pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # also says whether the provider's key reached the tool's environment (it must not)

@@ -23,7 +23,7 @@ from conftest import REPO, campaign_config, cell_dir, make_workdir, snakemake, w
 from ptb_harness.campaign.config import load_config_files
 from ptb_harness.results.status import campaign_status
 
-pytestmark = pytest.mark.slow(minutes=2)
+pytestmark = pytest.mark.slow
 
 
 def outcomes(workdir: Path) -> dict[str, tuple[str, str]]:

@@ -23,7 +23,7 @@ from test_prompt import HARNESS_HEADINGS
 from ptb_harness.judging.judges import FIELDS
 from ptb_harness.judging.prompt import parse_blocks
 
-pytestmark = pytest.mark.slow(minutes=0.5)
+pytestmark = pytest.mark.slow
 
 QUESTIONS = [
     f"A farmer has {i + 3} fields and plants {2 * i + 5} rows of corn in each field; every row holds {i + 11} plants. "

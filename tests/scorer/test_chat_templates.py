@@ -30,7 +30,7 @@ from scorer_env import SCORER_ENV, fake_vllm, hf_home, records
 from ptb_scorer import chat_template as ct
 from ptb_scorer import render
 
-pytestmark = pytest.mark.slow(minutes=2.5)  # real scorer runs: minutes in all
+pytestmark = pytest.mark.slow  # real scorer runs: minutes in all
 
 HERE = Path(__file__).resolve().parent
 #: a phrase of each task's first fixture sample, to find its request among the others

@@ -25,7 +25,7 @@ from test_refusals import REFUSED
 
 from ptb_scorer import chat_template as ct
 
-pytestmark = pytest.mark.slow(minutes=3)  # real scorer runs: minutes in all
+pytestmark = pytest.mark.slow  # real scorer runs: minutes in all
 
 TASKS = REPO / "tasks"
 

@@ -28,7 +28,7 @@ from conftest import campaign_config, make_workdir, write_agent, write_config, w
 from conftest import cell_dir as _cell_dir
 from hostile import delivered, harness_run, ptb, write_profile
 
-pytestmark = pytest.mark.slow(minutes=1)
+pytestmark = pytest.mark.slow
 
 API_KEY = "sk-test-7Hc2Qm9xLp4Rv8Zt"  # allowlisted to every agent
 HOST_ONLY = "db-passwd-91c3e5f7a2"  # in the harness's environment, passed to no agent

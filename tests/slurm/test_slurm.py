@@ -18,7 +18,7 @@ import pytest
 import yaml
 from conftest import REPO, campaign_config, cell_dir, make_workdir, snakemake, write_agent, write_config
 
-pytestmark = [pytest.mark.slow(minutes=4.5), pytest.mark.slurm]
+pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
 
 def slurm_answers() -> bool:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from conftest import REPO, campaign_config, snakemake, write_config
 
-pytestmark = pytest.mark.slow(minutes=1.5)
+pytestmark = pytest.mark.slow
 
 M1 = [{"name": "m1", "path": "models/m1"}]
 

@@ -13,7 +13,7 @@ from conftest import REPO, snakemake
 # not `alone` any more: the demo agent trains until it answers 98% of a sample, choosing
 # its thread count by timing (issue 55), so another test's work beside it costs it time,
 # not accuracy
-pytestmark = [pytest.mark.slow(minutes=1.5)]
+pytestmark = [pytest.mark.slow]
 
 
 def test_demo_campaign_fine_tuned_model_beats_the_baseline(tmp_path: Path):

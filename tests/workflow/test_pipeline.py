@@ -18,7 +18,7 @@ from ptb_harness.results.stage_benchmarks import read_benchmark
 
 STAGE_HOURS = f"results/{COLLECT_OUTPUTS['stage_hours']}"
 
-pytestmark = pytest.mark.slow(minutes=1)
+pytestmark = pytest.mark.slow
 
 
 def collect_tables(workdir) -> subprocess.CompletedProcess:

@@ -36,7 +36,7 @@ from scorer_fixtures import write_fixture_cache
 
 from ptb_scorer.seeds import FINAL_EVAL_SEEDS
 
-pytestmark = pytest.mark.slow(minutes=1)
+pytestmark = pytest.mark.slow
 
 FIRST, SECOND, THIRD, FOURTH, FIFTH = FINAL_EVAL_SEEDS
 WRAPPER = '''"""gsm8k's real evaluate.py, with a stand-in failure of the seeds in fail_seeds.json."""

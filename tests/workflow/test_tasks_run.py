@@ -25,7 +25,7 @@ from scorer_fixtures import TASKS, write_fixture_cache
 
 from ptb_scorer.chat_template import model_templates
 
-pytestmark = pytest.mark.slow(minutes=1.5)
+pytestmark = pytest.mark.slow
 
 COPY_BASE = f"""
     set -eu
