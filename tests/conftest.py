@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -142,8 +143,6 @@ def scored_campaign(root: Path, runs: int) -> tuple[Any, list[Path]]:
 def rewrite_in_place(path: Path, text: str) -> None:
     """Rewrite a file in place (same inode) with text of the same size, its mtime set back:
     only its ctime, which no process can set, shows the change."""
-    import time
-
     st = path.stat()
     assert len(text.encode()) == st.st_size, "the same size, or the size shows the change"
     time.sleep(0.01)

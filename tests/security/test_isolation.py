@@ -201,7 +201,10 @@ def network_targets():
         ["unshare", "--net", sys.executable, "-c", OUTSIDE_SERVER], stdout=subprocess.PIPE, text=True
     )
     try:
-        port = int(server.stdout.readline())  # listening on 0.0.0.0, before its address exists
+        line = server.stdout.readline()  # its port: listening on 0.0.0.0, before its address exists
+        if not line.strip().isdigit():
+            pytest.fail(f"network set-up: the stand-in's server in `unshare --net` said {line!r}, exit {server.poll()}")
+        port = int(line)
         inside = ["nsenter", f"--net=/proc/{server.pid}/ns/net", "ip"]
         try:
             sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", out_if, "netns", str(server.pid))

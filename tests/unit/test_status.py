@@ -104,7 +104,6 @@ def test_status_is_the_same_with_its_index_without_it_and_after_cells_change_und
     identity: a record rewritten in place with the same size and mtime (its ctime moves),
     a judgement added, a metrics.json removed, a broken index: each time status with the
     index equals status without it."""
-
     from ptb_harness.results.status import campaign_status
     from ptb_harness.results.status_index import STATUS_INDEX
 
