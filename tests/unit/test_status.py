@@ -132,9 +132,48 @@ def test_status_is_the_same_with_its_index_without_it_and_after_cells_change_und
     assert json.loads((campaign.results_dir / STATUS_INDEX).read_text())["cells"]
 
 
+def test_agent_failed_cells_are_kept_only_while_their_records_alone_decide_them(tmp_path: Path):
+    """An agent_failed cell is final, so the index keeps it as it keeps a scored one and
+    serves it until its records change; one whose evaluate state says it runs (a process's
+    liveness decided it) is read again every time. Status equals status without the index."""
+    import os
+    import socket
+
+    from ptb_harness.results.status import campaign_status
+    from ptb_harness.results.status_index import STATUS_INDEX
+
+    campaign, dirs = scored_campaign(tmp_path, 4)
+    no_model = {"status": "exited", "exit_code": 1, "final_model_files": 0, "description": "exited with code 1"}
+    for d in dirs[1:3]:
+        (d / "metrics.json").unlink()
+        (d / "evaluate.json").unlink()
+        (d / "solve.json").write_text(json.dumps(no_model))
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that runs nothing of ours any more
+    state = {"stage": "evaluate", "state": "running", "host": socket.gethostname(), "pid": gone.pid, "started_at": "t0"}
+    (dirs[2] / "evaluate.state.json").write_text(json.dumps(state))
+
+    def both() -> list[dict]:
+        with_index = [s.as_dict() for s in campaign_status(campaign)]
+        assert with_index == [s.as_dict() for s in campaign_status(campaign, use_index=False)]
+        return with_index
+
+    first = both()
+    assert [s["outcome"] for s in first] == ["scored", "agent_failed", "agent_failed", "scored"]
+    kept = json.loads((campaign.results_dir / STATUS_INDEX).read_text())["cells"]
+    assert [entry[1]["outcome"] for entry in kept.values()] == ["scored", "agent_failed", "scored"]
+    assert both() == first  # served from the index
+    # the failed agent's record replaced (a new file, as the harness writes): read again
+    replaced = dirs[1] / "solve.json.tmp"
+    replaced.write_text(json.dumps({**no_model, "agent_problem": "the agent's CLI was not found"}))
+    os.replace(replaced, dirs[1] / "solve.json")
+    after = both()
+    assert "not found" in after[1]["evidence"] and after[0] == first[0] and after[2:] == first[2:]
+
+
 def test_an_index_edited_by_hand_is_a_miss_never_a_crash_or_a_status(tmp_path: Path):
     """Entries under the current key whose fields are not exactly status's (an unknown
-    field, a missing one, a wrong type, an outcome other than scored), an index that is a
+    field, a missing one, a wrong type, an outcome it does not keep), an index that is a
     link to another file or nested past the parser's depth: each is read as no entry, and
     status equals status without the index, with no traceback."""
     import os
@@ -154,7 +193,7 @@ def test_an_index_edited_by_hand_is_a_miss_never_a_crash_or_a_status(tmp_path: P
         lambda f: f.update(target="/etc/passwd"),  # a field CellStatus has but the index may not set
         lambda f: f.pop("evidence"),
         lambda f: f.update(metrics_present="yes"),
-        lambda f: f.update(outcome="agent_failed"),
+        lambda f: f.update(outcome="running"),  # an outcome the index never keeps
         lambda f: f.update(flag=["contamination"]),
     ]
     for rel, edit in zip(rels, edits, strict=True):
@@ -163,6 +202,21 @@ def test_an_index_edited_by_hand_is_a_miss_never_a_crash_or_a_status(tmp_path: P
     assert [s.as_dict() for s in campaign_status(campaign)] == plain
     # and the index is rewritten with the cells' true fields
     assert json.loads(index_path.read_text())["cells"] == written["cells"]
+
+    # an entry that would skip the lookup of its files ("-": not read from; its sig that
+    # of the dir alone), then one of them rewritten: the entry is a miss, not a stale status
+    from ptb_harness.results import cell_index
+
+    cell_dir = campaign.results_dir / rels[0]
+    unchecked = json.loads(index_path.read_text())
+    dir_only = cell_index._digest([cell_index._identity(os.lstat(cell_dir))])
+    unchecked["cells"][rels[0]][0] = dir_only
+    unchecked["cells"][rels[0]][2] = "-" * len(unchecked["cells"][rels[0]][2])
+    index_path.write_text(json.dumps(unchecked))
+    rewrite_in_place(cell_dir / "metrics.json", json.dumps({"accuracy": 0.7}))
+    plain = [s.as_dict() for s in campaign_status(campaign, use_index=False)]
+    assert plain[0]["outcome"] != "scored"
+    assert [s.as_dict() for s in campaign_status(campaign)] == plain
 
     # a link: not followed (the file it names could be anything), status as without it
     elsewhere = tmp_path / "elsewhere.json"

@@ -329,6 +329,14 @@ def _solved(rec: CellRecords, evaluating: tuple[bool, str] | None) -> tuple[str,
     return "pending", f"solved ({agent}); not scored yet"
 
 
+def final_from_records(rec: CellRecords) -> bool:
+    """Whether the records alone decided an outcome (no stage's state says it runs, so no
+    process's liveness entered it, and no scorer's log was read for it): it holds while
+    they do, so an index may keep it (``results.status``)."""
+    running = any(s is not None and s.state == "running" for s in (rec.solve_state, rec.evaluate_state))
+    return not running and rec.attempt_log_tails is None
+
+
 def cell_outcome(
     cell_dir: str | Path, alive: Liveness = lambda state: None, all_records: bool = True
 ) -> tuple[str, str, CellRecords]:

@@ -30,6 +30,7 @@ from ptb_harness.results.outcome import (
     OUTCOMES,
     Liveness,
     cell_outcome,
+    final_from_records,
     local_liveness,
     map_cells,
     marks_legend,
@@ -112,7 +113,7 @@ def campaign_status(
             else "",
             "override": flag.override if flag else "",
         }
-        if index is not None and outcome == "scored":
+        if index is not None and (outcome == "scored" or outcome == "agent_failed" and final_from_records(rec)):
             index.keep(rel, signed, fields)
         spent = cell_spend(cell_dir) if spend else None
         return CellStatus(cells_by_rel[rel], target=f"{results}/{rel}/{METRICS}", spend=spent, **fields)
