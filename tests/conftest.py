@@ -244,3 +244,29 @@ def _no_subreaper_left_behind() -> Iterator[None]:
 # slow file handed out last would run alone at the end.
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: order kept within
+
+
+# -- where the suite's CPU goes (opt-in: PTB_TEST_CPU=<dir>) --------------------------------
+# Each worker appends one JSON line a test: its wall time and the CPU this process and its
+# waited-for children spent in it (a daemon's or a Slurm job's CPU is not seen). CI's time
+# on two cores is bounded by the CPU the suite burns, not by its wall time (docs/development.md).
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    out = os.environ.get("PTB_TEST_CPU")
+    if not out:
+        yield
+        return
+    import resource
+
+    def cpu() -> tuple[float, float]:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+    start, (own0, kids0) = time.monotonic(), cpu()
+    yield
+    own1, kids1 = cpu()
+    line = {"test": item.nodeid, "wall_s": round(time.monotonic() - start, 3)}
+    line |= {"cpu_own_s": round(own1 - own0, 3), "cpu_children_s": round(kids1 - kids0, 3)}
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(Path(out) / f"cpu-{worker}.jsonl", "a") as f:
+        f.write(json.dumps(line) + "\n")
