@@ -19,6 +19,7 @@ cells are skipped, saying why, and the file count is still checked.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -156,7 +157,11 @@ def test_a_4_gib_allocation_stops_at_the_memory_cap(capped):
     _runtime, workdir, _run, outcomes = capped
     outcome, evidence = outcomes["mem_hog"]
     assert outcome == "agent_failed", evidence
-    assert f"the agent hit its memory cap ({MEMORY_MB} MiB; 1 process killed); no final model" in evidence
+    # the kernel kills the hog, and under memory pressure on a busy machine sometimes the
+    # shell that started it too: the count is the kernel's, at least one
+    capped_line = rf"the agent hit its memory cap \({MEMORY_MB} MiB; (\d+) process(es)? killed\); no final model"
+    hit = re.search(capped_line, evidence)
+    assert hit and int(hit.group(1)) >= 1, evidence
     record = solve(workdir, "mem_hog")
     assert record["limits"]["cgroup"]["memory_peak_bytes"] <= MEMORY_MB * 2**20
     # the allocating process was killed (by the kernel, in the cell's cgroup), not the harness
