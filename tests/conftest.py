@@ -268,5 +268,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     line = {"test": item.nodeid, "wall_s": round(time.monotonic() - start, 3)}
     line |= {"cpu_own_s": round(own1 - own0, 3), "cpu_children_s": round(kids1 - kids0, 3)}
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    Path(out).mkdir(parents=True, exist_ok=True)  # a dir that is not there yet is made, not an internal error
     with open(Path(out) / f"cpu-{worker}.jsonl", "a") as f:
         f.write(json.dumps(line) + "\n")
