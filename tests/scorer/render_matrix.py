@@ -62,9 +62,11 @@ def run(backend: str, base: Path, final: Path, prompt_log: Path) -> None:
             prompt_log=prompt_log,
         )  # fmt: skip
         engine.register(spec)
+        # the group's tasks at once: one request each, unseeded, and inspect's hf batcher
+        # waits 2 s after each request for more to batch with (about 3 s a task one by one)
         logs = inspect_eval(
             tasks, model=spec.model, model_args=spec.model_args, limit=1, display="none", log_dir=tempfile.mkdtemp(),
-            fail_on_error=True, retry_on_error=0, **spec.generate,
+            fail_on_error=True, retry_on_error=0, max_tasks=len(tasks), **spec.generate,
         )  # fmt: skip
         bad = [(log.eval.task, log.error and log.error.message[-300:]) for log in logs if log.status != "success"]
         if bad:
