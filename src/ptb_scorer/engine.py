@@ -181,9 +181,23 @@ def engine_spec(
 
 
 def register(spec: EngineSpec) -> None:
-    """Make the spec's inspect provider known (ptb_hf is ours)."""
+    """Make the spec's inspect provider known (ptb_hf is ours), and no other package's."""
+    skip_other_plugins()
     if spec.backend == "hf":
         import ptb_scorer.hf_backend  # noqa: F401  (registers ptb_hf)
+
+
+def skip_other_plugins() -> None:
+    """Keep inspect_ai from loading every installed package's plugins (its ``inspect_ai``
+    entry points) when an eval starts: inspect_evals' is a registry that imports each of
+    its hundreds of evals and their dependencies, about 1.5 s of CPU at every scorer start,
+    for tasks and providers the scorer never looks up by name (``ptb_scorer.tasks``
+    imports the ones it builds; ptb_hf registers itself above; vllm and the graders'
+    providers are inspect's own). A private flag of the pinned inspect_ai, as
+    ``hf_backend``'s hooks are; ``tests/scorer/test_engine_start.py`` fails if it stops working."""
+    from inspect_ai._util import entrypoints
+
+    entrypoints._inspect_ai_eps_loaded_all = True
 
 
 def load_model(spec: EngineSpec) -> Any:
