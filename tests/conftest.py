@@ -239,47 +239,11 @@ def _no_subreaper_left_behind() -> Iterator[None]:
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
-# -- the test workers (pytest-xdist, pyproject's addopts) -----------------------------------
-# A test file to a worker (a module's fixtures are made once). The files that mostly wait
-# (Slurm's status checks, which the plugin backs off by 10 s a check; real agents' sessions
-# on their deadlines) go to one worker together, first; the others keep one worker a core
-# busy. Without that, two waiting files held both workers of a 2-core machine while the
-# CPU-bound ones queued (docs/development.md: where the suite's CPU goes).
-WAITING_FILES = frozenset({"tests/slurm/test_slurm.py", "tests/agents/test_real_agents.py"})
-#: the scope the waiting files share (xdist runs a scope on one worker)
-_WAITING = "waiting files"
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """A worker a usable core, and one for the waiting files (one in all on one core)."""
-    cores = len(os.sched_getaffinity(0))
-    return 1 if cores < 2 else min(cores + 1, 9)
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's loadfile, with WAITING_FILES as one unit of work."""
-    if config.getvalue("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    class WaitingTogether(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            path = super()._split_scope(nodeid)
-            return _WAITING if path in WAITING_FILES else path
-
-    return WaitingTogether(config, log)
-
-
+# -- the two test workers (pytest-xdist, pyproject's addopts) ------------------------------
+# Slow files first, so that the two workers end together: with a test file to a worker, a
+# slow file handed out last would run alone at the end.
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The waiting files first, then the slow ones: xdist hands out files in this order
-    (pyproject's --no-loadscope-reorder), so the last to start are short."""
-
-    def rank(item: pytest.Item) -> int:
-        if item.nodeid.split("::", 1)[0] in WAITING_FILES:
-            return 0
-        return 1 if item.get_closest_marker("slow") is not None else 2
-
-    items.sort(key=rank)  # stable: the order within a file is kept
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: order kept within
 
 
 # -- where the suite's CPU goes (opt-in: PTB_TEST_CPU=<dir>) --------------------------------
