@@ -190,7 +190,7 @@ def register(spec: EngineSpec) -> None:
 def skip_other_plugins() -> None:
     """Keep inspect_ai from loading every installed package's plugins (its ``inspect_ai``
     entry points) when an eval starts: inspect_evals' is a registry that imports each of
-    its hundreds of evals and their dependencies, about 1.5 s of CPU at every scorer start,
+    its hundreds of evals and their dependencies, about 0.8 s of CPU at every scorer start,
     for tasks and providers the scorer never looks up by name (``ptb_scorer.tasks``
     imports the ones it builds; ptb_hf registers itself above; vllm and the graders'
     providers are inspect's own). A private flag of the pinned inspect_ai, as
